@@ -1,0 +1,122 @@
+// FlashMSA — block-sparse GQA attention over the selected pages (spec 3, D1, D4-D7).
+//
+// For query row at position p, Q head h, KV head g = h / G (G = Hq / Hkv):
+//   S      = valid entries of topk[row, g, :] (entries that are < 0, beyond the
+//            request's pages or beyond p // 128 are ignored; duplicates count once)
+//   V(p,g) = { t : t // 128 in S and t <= p }
+//   z_t    = c * dot(q[row, h], K[g, t]),  c = softmax_scale * q_scale * k_global_scale
+//   out    = sum_t softmax(z)_t * V[g, t] * v_global_scale   (BF16)
+//   lse    = ln sum_t exp(z_t)                               (FP32, natural log)
+// A row with no visible key (padding, D5) gets out = 0 and lse = -inf.
+// Formats (D7): q bf16 over a bf16 cache (P rounded to BF16 for the PV product);
+// q e4m3 over an fp8 cache (Q8KV8) or an nvfp4 cache (Q8KV4, K/V dequantised to
+// E4M3_sat(e2m1 * block_scale)); FP8 paths use P = E4M3_sat(448 * exp(z - m)) in the PV
+// product with the normaliser summed from the unrounded values (spec 3.4).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "flashmsa/cache.h"
+#include "flashmsa/status.h"
+#include "flashmsa/tensor.h"
+
+namespace flashmsa {
+
+/// Default softmax scale 1/sqrt(128) (spec 1.1).
+inline constexpr float kDefaultSoftmaxScale = 0.08838834764831845f;
+
+/// Arguments of sparse_attention_prefill (varlen, chunked prefill).
+struct SparseAttentionPrefillArgs {
+  TensorView q;             ///< bf16 | e4m3 [T, Hq, 128], innermost stride 1
+  PagedKvCache kv;          ///< K/V cache views (any KvFormat, see header comment)
+  TensorView topk_indices;  ///< i32 [T, Hkv, K], K in 1..16, any strides (logical page ids)
+  TensorView block_table;   ///< i32 [B, max_pages]: logical -> physical page
+  TensorView cu_seqlens_q;  ///< i32 [B+1], monotone, cu[0] = 0, cu[B] = T
+  TensorView seq_lens;      ///< i32 [B], final KV length incl. the chunk, >= q_len
+  float softmax_scale = kDefaultSoftmaxScale;  ///< > 0
+  float q_scale = 1.0f;     ///< e4m3 q: dequant scale (q = q8 * q_scale); bf16 q: must be 1
+  TensorView out;           ///< out bf16 [T, Hq, 128]
+  TensorView lse;           ///< optional out f32 [T, Hq]
+  void* stream = nullptr;   ///< cudaStream_t for CUDA tensors (0 = default stream); ignored on CPU
+};
+
+/// Sparse attention for chunked prefill: row j of request r sits at
+/// p = seq_len_r - q_len_r + j (D4). Errors: InvalidArgument naming the argument,
+/// Unsupported for a format pair outside D7 or a backend not built.
+Status sparse_attention_prefill(const SparseAttentionPrefillArgs& args);
+
+/// Request metadata a decode plan is built for (capacity; values read at run time).
+struct DecodePlanArgs {
+  int batch_size = 0;              ///< B, requests per step (> 0)
+  int queries_per_request = 1;     ///< Q in 1..32 (1 + MTP drafts)
+  int num_q_heads = 64;            ///< Hq
+  int num_kv_heads = 4;            ///< Hkv in 1..8, Hq / Hkv in {1, 2, 4, 8, 16}
+  int max_pages_per_request = 0;   ///< block-table capacity (pages), 1..8192
+  int topk = kMaxTopk;             ///< K in 1..16
+  KvFormat kv_format = KvFormat::bf16;
+  DType q_dtype = DType::bf16;     ///< bf16 for a bf16 cache, e4m3 for fp8 / nvfp4
+  Device device = Device::cpu;
+  int num_threads = 0;             ///< CPU threads; 0 = FLASHMSA_NUM_THREADS or all cores
+};
+
+/// Per-layer tensors of one decode step.
+struct DecodeRunArgs {
+  TensorView q;             ///< bf16 | e4m3 [B*Q, Hq, 128], row = b*Q + j
+  PagedKvCache kv;
+  TensorView topk_indices;  ///< i32 [B*Q, Hkv, K], any strides
+  TensorView block_table;   ///< i32 [B, >= max_pages_per_request]
+  TensorView seq_lens;      ///< i32 [B], KV length incl. the Q new tokens, <= capacity;
+                            ///< 0 marks a padding request (D5)
+  float softmax_scale = kDefaultSoftmaxScale;
+  float q_scale = 1.0f;
+  TensorView out;           ///< out bf16 [B*Q, Hq, 128]
+  TensorView lse;           ///< optional out f32 [B*Q, Hq]
+  void* stream = nullptr;   ///< cudaStream_t for CUDA tensors (0 = default stream); ignored on CPU
+};
+
+/// Decode sparse attention as a plan/run pair (CUTLASS-style handle):
+///   can_implement(args) -> plan(args) (host, owns the workspace) -> run(...) per layer.
+/// One plan serves every layer of a step; query j of request b sits at
+/// p = seq_lens[b] - Q + j (D4); rows with p < 0 are empty (D5). run() does no
+/// allocation. seq_lens / block_table / topk contents are read at run time.
+class SparseDecodePlan {
+ public:
+  SparseDecodePlan() = default;
+  ~SparseDecodePlan();  ///< frees the (device) workspace
+  SparseDecodePlan(const SparseDecodePlan&) = delete;
+  SparseDecodePlan& operator=(const SparseDecodePlan&) = delete;
+  SparseDecodePlan(SparseDecodePlan&& other) noexcept;
+  SparseDecodePlan& operator=(SparseDecodePlan&& other) noexcept;
+
+  /// Checks a plan request against D10 and the supported format pairs.
+  static Status can_implement(const DecodePlanArgs& args);
+  /// Validates and sizes the workspace for `args`.
+  Status plan(const DecodePlanArgs& args);
+  /// Runs one layer. Errors: not planned, or tensors inconsistent with the plan.
+  Status run(const DecodeRunArgs& args);
+
+  bool planned() const { return planned_; }
+  const DecodePlanArgs& args() const { return args_; }
+  std::size_t workspace_bytes() const {
+    return workspace_.size() * sizeof(float) + device_workspace_bytes_;
+  }
+  /// CUDA: KV splits per (query row, KV head) chosen by plan() (1 on the CPU).
+  int num_splits() const { return num_splits_; }
+
+ private:
+  Status plan_cuda();
+  Status run_cuda(const DecodeRunArgs& args);
+  void release();
+
+  bool planned_ = false;
+  DecodePlanArgs args_;
+  int num_threads_ = 1;
+  std::vector<float> workspace_;  // CPU: per-thread logit / probability scratch
+  int num_splits_ = 1;                      // CUDA: split-KV factor
+  void* device_workspace_ = nullptr;        // CUDA: split partials (O, LSE), owned
+  std::size_t device_workspace_bytes_ = 0;
+};
+
+}  // namespace flashmsa

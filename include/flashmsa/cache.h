@@ -1,0 +1,105 @@
+// FlashMSA — paged KV / index-K caches: descriptors, views and the write path.
+//
+// Geometry (spec D10): page_size = 128 tokens, head_dim = 128, num_kv_heads 1..8.
+// A "slot" is physical_page * 128 + offset_in_page; slot < 0 means "skip this token".
+#pragma once
+
+#include <cstdint>
+
+#include "flashmsa/status.h"
+#include "flashmsa/tensor.h"
+
+namespace flashmsa {
+
+inline constexpr int kPageSize = 128;   ///< tokens per KV page (spec 1.1)
+inline constexpr int kHeadDim = 128;    ///< main and index head dimension (spec 1.1)
+inline constexpr int kMaxTopk = 16;     ///< top-k blocks (spec 1.1)
+inline constexpr int kMaxKvHeads = 8;   ///< D10
+inline constexpr int kMaxContext = 1 << 20;  ///< 1,048,576 tokens = 8,192 pages (D10)
+
+/// Storage format of a paged K/V cache (spec 4, D3).
+enum class KvFormat {
+  bf16,    ///< BF16 values
+  fp8,     ///< FP8 E4M3 values, value = e4m3 * global_scale (k_scale / v_scale)
+  nvfp4,   ///< E2M1 codes + E4M3 block scale per 16 dims + FP32 global scale
+};
+const char* kv_format_name(KvFormat f);
+
+/// One side (K or V) of a paged cache, as strided views (D3). No copies are made:
+/// vLLM's packed `[pages, Hkv, 128, 256]` cache is two views of it (packed_kv_views).
+struct PagedCacheSide {
+  /// bf16: bf16 [num_pages, Hkv, 128, 128]; fp8: e4m3 [num_pages, Hkv, 128, 128];
+  /// nvfp4: u8 [num_pages, Hkv, 128, 64] (dim 2i in the low nibble of byte i).
+  /// Innermost (dim) stride must be 1.
+  TensorView data;
+  /// nvfp4 only: e4m3 [num_pages, Hkv, 128, 8], one scale per 16 dims.
+  /// When `scale_swizzled`, the per-(page, head) 128 x 8 plane must be contiguous
+  /// (strides [.., .., 8, 1]) and scale (t, g) sits at nvfp4_scale_offset(t, g, true).
+  TensorView block_scale;
+  bool scale_swizzled = false;
+  /// fp8 and nvfp4: FP32 per-tensor scale (k_scale / v_scale), > 0, default 1.
+  /// bf16: must be 1.
+  float global_scale = 1.0f;
+};
+
+/// A layer's paged K/V cache: format + K side + V side.
+struct PagedKvCache {
+  KvFormat format = KvFormat::bf16;
+  PagedCacheSide k;
+  PagedCacheSide v;
+};
+
+/// Index-K cache (spec 4.4, D3): one shared index key per token.
+struct IndexKCache {
+  KvFormat format = KvFormat::bf16;
+  /// bf16 / fp8: [num_pages, 128, 128] bf16 / e4m3 (fp8 has no scale, spec 2.1);
+  /// nvfp4: u8 [num_pages, 128, 64]. Innermost stride 1.
+  TensorView data;
+  /// nvfp4 only: e4m3 [num_pages, 128, 8] linear block scales.
+  TensorView block_scale;
+  /// nvfp4 only: FP32 global scale (default 1). Index K value =
+  /// E4M3_sat(e2m1 * block_scale) * global_scale (spec 2.1 item 4).
+  float global_scale = 1.0f;
+};
+
+/// Views K = columns [0,128) and V = columns [128,256) of vLLM's packed
+/// `[num_pages, Hkv, 128, 256]` BF16 or E4M3 cache (spec 4.1; HND or NHD strides
+/// both work). `kv` must be rank 4 with last dim 256 and innermost stride 1.
+/// Errors: InvalidArgument naming 'kv'.
+Status packed_kv_views(const TensorView& kv, KvFormat format, float k_scale, float v_scale,
+                       PagedKvCache* out);
+
+/// Views of vLLM's NVFP4 "head-slot" page `u8 [num_pages, 2*Hkv, 128, 72]`, contiguous
+/// (spec 4.3): per page, K side then V side; per side a data region
+/// `[Hkv, 128, 64]` followed by a scale region `[Hkv, 128, 8]`.
+/// `k_swizzled` / `v_swizzled` select the 4x4 swizzled scale plane per side.
+/// Errors: InvalidArgument naming 'kv'.
+Status nvfp4_head_slot_views(const TensorView& kv, bool k_swizzled, bool v_swizzled,
+                             float k_scale, float v_scale, PagedKvCache* out);
+
+/// Writes new K/V rows into a paged cache (spec 4, D3, D7).
+///   k, v          bf16 [T, Hkv, 128] (innermost stride 1)
+///   slot_mapping  i32 [T]; slot = physical_page * 128 + offset; slot < 0 skips the token
+///   cache         any KvFormat; fp8 stores E4M3_sat(x / global_scale); nvfp4 quantises
+///                 each 16-dim block with nvfp4_quantize_block16(x, global_scale)
+/// Errors: dtype/rank/shape mismatches, Hkv of k/v vs cache, slot >= num_pages*128.
+Status cache_insert(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
+                    const PagedKvCache& cache);
+
+/// Writes index keys into an index-K cache (spec 2.1 items 4-5).
+///   index_k       bf16 [T, 128]
+///   slot_mapping  i32 [T] (index cache slot mapping; slot < 0 skips)
+///   cache         bf16: copy; fp8: E4M3_sat(x) (no scale); nvfp4: block quantisation
+Status index_cache_insert(const TensorView& index_k, const TensorView& slot_mapping,
+                          const IndexKCache& cache);
+
+/// FP8 query quantisation (D7, spec 5.1): q8 = E4M3_sat(q / q_scale).
+///   q      bf16 [T, H, 128];  out  e4m3 [T, H, 128];  q_scale > 0 and finite.
+Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView& out);
+
+/// Dense NVFP4 -> E4M3 conversion, bitwise per spec 5.3:
+///   out[r, d] = nvfp4_to_e4m3(code(packed[r, d/2], d%2), scale[r, d/16])
+///   packed u8 [R, 64]; scale e4m3 [R, 8]; out e4m3 [R, 128]; innermost strides 1.
+Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const TensorView& out);
+
+}  // namespace flashmsa

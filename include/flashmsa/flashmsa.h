@@ -1,0 +1,16 @@
+// FlashMSA — MiniMax Sparse Attention for Hopper GPUs and CPUs. Umbrella header.
+//
+// Semantics: shared/spec/msa-semantics.md (section D is binding). Entry points:
+//   cache.h      cache_insert, index_cache_insert, quantize_query_e4m3, nvfp4_to_fp8
+//   indexer.h    indexer_prefill, indexer_decode, topk_select
+//   attention.h  sparse_attention_prefill, SparseDecodePlan (plan / run)
+#pragma once
+
+#include "flashmsa/attention.h"
+#include "flashmsa/cache.h"
+#include "flashmsa/host_tensor.h"
+#include "flashmsa/indexer.h"
+#include "flashmsa/numerics.h"
+#include "flashmsa/status.h"
+#include "flashmsa/tensor.h"
+#include "flashmsa/version.h"

@@ -1,0 +1,60 @@
+// FlashMSA — the MSA lightning indexer: page scores and top-k page selection.
+//
+// Semantics (spec 2.2-2.8, D1, D2, D4, D5):
+//   score s_h(p, t) = sum_d q[row, h, d] * K(t, d)      raw FP32 dot product, no scale
+//   page score B_h(p, b) = max over the 128 tokens t of logical page b, for b < L = p // 128
+//   selection: n = L + 1 visible pages; if n <= K: 0, 1, ..., L;
+//              else the K-1 best history pages by (score desc, page id asc), then L.
+//   NaN scores rank below every finite score. Unused slots are -1. A row whose
+//   position p < 0 (padding, D5) gets all -1.
+// One selection per index head; index head h drives KV head h (num index heads = Hkv).
+#pragma once
+
+#include "flashmsa/cache.h"
+#include "flashmsa/status.h"
+#include "flashmsa/tensor.h"
+
+namespace flashmsa {
+
+/// Arguments of indexer_prefill (varlen, chunked prefill over cached context).
+struct IndexerPrefillArgs {
+  TensorView q;             ///< index q: bf16 | e4m3 [T, H, 128], H = index heads 1..8
+  IndexKCache index_k;      ///< index-K cache, already holding every token of every request
+  TensorView block_table;   ///< i32 [B, max_pages]: logical page -> physical page
+  TensorView cu_seqlens_q;  ///< i32 [B+1]: rows of request r are [cu[r], cu[r+1]); cu[0]=0, cu[B]=T
+  TensorView seq_lens;      ///< i32 [B]: final KV length incl. this chunk (>= q_len)
+  /// out i32 [T, H, K], K in 1..16, any strides (token-major or head-major view).
+  TensorView topk_indices;
+  /// optional out f32 [T, H, W]: page scores; entry b < L holds B_h(p, b); entries
+  /// b >= L (never ranked) are written -inf. W must be >= max over rows of L.
+  TensorView page_scores;
+};
+
+/// Top-k page selection for chunked prefill. Query row j of request r sits at
+/// p = seq_len_r - q_len_r + j (D4). Errors: InvalidArgument naming the argument.
+Status indexer_prefill(const IndexerPrefillArgs& args);
+
+/// Arguments of indexer_decode (Q queries per request, MTP).
+struct IndexerDecodeArgs {
+  TensorView q;             ///< index q: bf16 | e4m3 [B*Q, H, 128], row = b*Q + j
+  IndexKCache index_k;      ///< index-K cache
+  TensorView block_table;   ///< i32 [B, max_pages]
+  TensorView seq_lens;      ///< i32 [B]: KV length incl. the Q new tokens; 0 = padding
+  int queries_per_request = 1;  ///< Q in 1..16
+  TensorView topk_indices;  ///< out i32 [B*Q, H, K], K in 1..16, any strides
+  TensorView page_scores;   ///< optional out f32 [B*Q, H, W], as in prefill
+};
+
+/// Top-k page selection for decode: query j of request b sits at p = seq_len_b - Q + j
+/// (D4); p < 0 gives a row of -1 (D5).
+Status indexer_decode(const IndexerDecodeArgs& args);
+
+/// The selection rule alone (D1, D2), on given scores; used by the indexers and tests.
+///   scores      f32 [R, W]: scores[r, b] for history pages b < local_page[r]
+///   local_page  i32 [R]: L per row; L < 0 means an empty row (all -1); L <= W required
+///               when L + 1 > K (the history must be present in `scores`)
+///   topk        out i32 [R, K], K in 1..16
+Status topk_select(const TensorView& scores, const TensorView& local_page,
+                   const TensorView& topk);
+
+}  // namespace flashmsa

@@ -1,0 +1,78 @@
+// Internal: SM90 sparse decode attention (spec 3.1-3.4, 3.6, D1, D4-D7).
+// Host-side interface, includable from plain C++ (no CUDA types).
+//
+// Design (v1): one CTA of 4 warps per (query row, KV head, KV split). The CTA stages
+// each selected page's K and V (128 tokens x 128 dims) in shared memory as BF16
+// (FP8 and NVFP4 are converted on chip; E4M3 and E4M3_sat(e2m1 x scale) values are
+// exact in BF16, so the products equal the FP8 MMA's), computes S = Q K^T and O = P V
+// with mma.sync m16n8k16 (the G <= 16 query heads of the KV head are the M rows),
+// warp w owning tokens [32w, 32w+32) of every page with its own online softmax. The
+// warps merge in shared memory; with several splits a reduction kernel merges the
+// per-split (O, LSE) pairs. Pages are double buffered with cp.async.
+#pragma once
+
+#include <cstdint>
+
+namespace flashmsa::cuda {
+
+/// Everything a decode launch needs; strides in elements of the pointed-to type.
+struct DecodeParams {
+  // Query: bf16 or e4m3 [rows, Hq, 128].
+  const void* q = nullptr;
+  std::int64_t q_row_stride = 0, q_head_stride = 0;
+  // K/V sides: data (bf16 / e4m3 [pages, Hkv, 128, 128] or u8 [pages, Hkv, 128, 64]).
+  const void* k_data = nullptr;
+  const void* v_data = nullptr;
+  std::int64_t k_stride[3] = {0, 0, 0};  // page, head, token
+  std::int64_t v_stride[3] = {0, 0, 0};
+  // NVFP4 block scales (u8/e4m3 [pages, Hkv, 128, 8]) and swizzle flags.
+  const std::uint8_t* k_scale = nullptr;
+  const std::uint8_t* v_scale = nullptr;
+  std::int64_t ks_stride[3] = {0, 0, 0};
+  std::int64_t vs_stride[3] = {0, 0, 0};
+  bool k_swizzled = false, v_swizzled = false;
+  // Metadata.
+  const std::int32_t* topk = nullptr;  // [rows, Hkv, K]
+  std::int64_t topk_stride[3] = {0, 0, 0};
+  const std::int32_t* block_table = nullptr;  // [B, W]
+  std::int64_t bt_stride[2] = {0, 0};
+  std::int64_t bt_width = 0;
+  const std::int32_t* seq_lens = nullptr;  // [B]
+  std::int64_t seq_lens_stride = 1;
+  int num_rows = 0;            // B * Q
+  int queries_per_request = 1; // Q
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int topk_k = 16;
+  std::int64_t num_pages = 0;
+  // Scalars: c = softmax_scale * q_scale * k_global_scale; v_global multiplies the output.
+  float c = 0.0f;
+  float v_global = 1.0f;
+  // Outputs: bf16 [rows, Hq, 128], optional f32 lse [rows, Hq].
+  std::uint16_t* out = nullptr;
+  std::int64_t out_row_stride = 0, out_head_stride = 0;
+  float* lse = nullptr;
+  std::int64_t lse_row_stride = 0, lse_head_stride = 0;
+  // Split-KV workspace: o_partial f32 [rows, Hq, splits, 128], lse_partial f32 [rows, Hq, splits].
+  int num_splits = 1;
+  float* o_partial = nullptr;
+  float* lse_partial = nullptr;
+};
+
+/// kv_format: 0 = bf16, 1 = fp8, 2 = nvfp4 (flashmsa::KvFormat values); q_is_e4m3 selects
+/// the FP8 probability contract. Returns a cudaError_t value (0 = success).
+int launch_sparse_decode(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream);
+
+/// Split count heuristic: enough CTAs to fill `num_sms` twice, at most 16 splits.
+int choose_num_splits(int num_rows, int num_kv_heads, int num_sms);
+
+/// Workspace floats needed for the given shape and split count (0 when splits == 1).
+std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits);
+
+/// Device helpers used by the plan (return cudaError_t values).
+int device_malloc(void** ptr, std::int64_t bytes);
+int device_free(void* ptr);
+int device_sm_count(int* count);
+const char* error_string(int err);
+
+}  // namespace flashmsa::cuda

@@ -1,0 +1,143 @@
+// SparseDecodePlan: lifetime and the CUDA (SM90) plan/run path. The CPU path and all
+// argument validation live in attention.cpp; run_cuda() receives validated arguments.
+#include <utility>
+
+#include "flashmsa/attention.h"
+
+#ifdef FLASHMSA_WITH_CUDA
+#include "cuda/sm90/decode_attention.h"
+#endif
+
+namespace flashmsa {
+
+SparseDecodePlan::~SparseDecodePlan() { release(); }
+
+SparseDecodePlan::SparseDecodePlan(SparseDecodePlan&& o) noexcept { *this = std::move(o); }
+
+SparseDecodePlan& SparseDecodePlan::operator=(SparseDecodePlan&& o) noexcept {
+  if (this != &o) {
+    release();
+    planned_ = o.planned_;
+    args_ = o.args_;
+    num_threads_ = o.num_threads_;
+    workspace_ = std::move(o.workspace_);
+    num_splits_ = o.num_splits_;
+    device_workspace_ = o.device_workspace_;
+    device_workspace_bytes_ = o.device_workspace_bytes_;
+    o.planned_ = false;
+    o.device_workspace_ = nullptr;
+    o.device_workspace_bytes_ = 0;
+  }
+  return *this;
+}
+
+void SparseDecodePlan::release() {
+#ifdef FLASHMSA_WITH_CUDA
+  if (device_workspace_ != nullptr) cuda::device_free(device_workspace_);
+#endif
+  device_workspace_ = nullptr;
+  device_workspace_bytes_ = 0;
+}
+
+#ifndef FLASHMSA_WITH_CUDA
+
+Status SparseDecodePlan::plan_cuda() {
+  return Status::Unsupported("SparseDecodePlan::plan", "device cuda",
+                             "this build of FlashMSA has no CUDA kernels (configure with nvcc)");
+}
+
+Status SparseDecodePlan::run_cuda(const DecodeRunArgs&) {
+  return Status::Unsupported("SparseDecodePlan::run", "device cuda",
+                             "this build of FlashMSA has no CUDA kernels (configure with nvcc)");
+}
+
+#else
+
+Status SparseDecodePlan::plan_cuda() {
+  const char* op = "SparseDecodePlan::plan";
+  release();
+  int sms = 0;
+  if (int err = cuda::device_sm_count(&sms))
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("flashmsa::") + op + ": no usable CUDA device: " + cuda::error_string(err));
+  const int rows = args_.batch_size * args_.queries_per_request;
+  num_splits_ = cuda::choose_num_splits(rows, args_.num_kv_heads, sms);
+  const std::int64_t floats = cuda::decode_workspace_floats(rows, args_.num_q_heads, num_splits_);
+  if (floats > 0) {
+    device_workspace_bytes_ = static_cast<std::size_t>(floats) * sizeof(float);
+    if (int err = cuda::device_malloc(&device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
+      device_workspace_ = nullptr;
+      device_workspace_bytes_ = 0;
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("flashmsa::") + op + ": workspace allocation of " +
+                        std::to_string(floats * 4) + " bytes failed: " + cuda::error_string(err));
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+void copy3(std::int64_t (&dst)[3], const TensorView& t) {
+  dst[0] = t.stride[0];
+  dst[1] = t.stride[1];
+  dst[2] = t.stride[2];
+}
+}  // namespace
+
+Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
+  cuda::DecodeParams p;
+  p.q = a.q.data;
+  p.q_row_stride = a.q.stride[0];
+  p.q_head_stride = a.q.stride[1];
+  p.k_data = a.kv.k.data.data;
+  p.v_data = a.kv.v.data.data;
+  copy3(p.k_stride, a.kv.k.data);
+  copy3(p.v_stride, a.kv.v.data);
+  if (a.kv.format == KvFormat::nvfp4) {
+    p.k_scale = a.kv.k.block_scale.ptr<const std::uint8_t>();
+    p.v_scale = a.kv.v.block_scale.ptr<const std::uint8_t>();
+    copy3(p.ks_stride, a.kv.k.block_scale);
+    copy3(p.vs_stride, a.kv.v.block_scale);
+    p.k_swizzled = a.kv.k.scale_swizzled;
+    p.v_swizzled = a.kv.v.scale_swizzled;
+  }
+  p.topk = a.topk_indices.ptr<const std::int32_t>();
+  copy3(p.topk_stride, a.topk_indices);
+  p.block_table = a.block_table.ptr<const std::int32_t>();
+  p.bt_stride[0] = a.block_table.stride[0];
+  p.bt_stride[1] = a.block_table.stride[1];
+  p.bt_width = a.block_table.shape[1];
+  p.seq_lens = a.seq_lens.ptr<const std::int32_t>();
+  p.seq_lens_stride = a.seq_lens.stride[0];
+  p.num_rows = args_.batch_size * args_.queries_per_request;
+  p.queries_per_request = args_.queries_per_request;
+  p.num_q_heads = args_.num_q_heads;
+  p.num_kv_heads = args_.num_kv_heads;
+  p.topk_k = args_.topk;
+  p.num_pages = a.kv.k.data.shape[0];
+  p.c = a.softmax_scale * a.q_scale * a.kv.k.global_scale;
+  p.v_global = a.kv.v.global_scale;
+  p.out = a.out.ptr<std::uint16_t>();
+  p.out_row_stride = a.out.stride[0];
+  p.out_head_stride = a.out.stride[1];
+  if (a.lse.defined()) {
+    p.lse = a.lse.ptr<float>();
+    p.lse_row_stride = a.lse.stride[0];
+    p.lse_head_stride = a.lse.stride[1];
+  }
+  p.num_splits = num_splits_;
+  if (num_splits_ > 1) {
+    p.o_partial = static_cast<float*>(device_workspace_);
+    p.lse_partial = p.o_partial + static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_ * 128;
+  }
+  const int err = cuda::launch_sparse_decode(p, static_cast<int>(a.kv.format),
+                                             a.q.dtype == DType::e4m3, a.stream);
+  if (err != 0)
+    return Status::Internal("SparseDecodePlan::run",
+                            std::string("kernel launch failed: ") + cuda::error_string(err));
+  return Status::Ok();
+}
+
+#endif
+
+}  // namespace flashmsa

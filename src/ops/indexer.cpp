@@ -1,0 +1,196 @@
+// Public indexer operations: validation, then the CPU backend (src/cpu/indexer_cpu.cpp).
+#include "flashmsa/indexer.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+#include "common/parallel.h"
+#include "common/validate.h"
+#include "cpu/indexer_cpu.h"
+
+namespace flashmsa {
+namespace {
+
+using detail::to_string;
+
+/// Largest decode queries per request of the indexer (MSA decode indexers: Q = 1..16).
+constexpr std::int64_t kMaxIndexerQueries = 16;
+
+inline std::int32_t at_i32(const TensorView& t, std::int64_t i) {
+  return t.ptr<const std::int32_t>()[i * t.stride[0]];
+}
+
+// Any tensor on the GPU: this build has no CUDA indexer.
+Status check_cpu_only(const char* op, std::initializer_list<const TensorView*> tensors) {
+  for (const TensorView* t : tensors) {
+    if (t->defined() && t->device == Device::cuda)
+      return Status::Unsupported(op, "device cuda",
+                                 std::string("this build has no CUDA kernels for ") + op + " yet");
+  }
+  return Status::Ok();
+}
+
+// Index q: bf16 | e4m3 [T, H, 128], H in 1..8, innermost stride 1, 16-byte aligned.
+Status check_index_q(const char* op, const TensorView& q) {
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "q", q));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "q", q, {DType::bf16, DType::e4m3}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "q", q, 3));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "q", q, {-1, -1, kHeadDim}));
+  if (q.shape[1] < 1 || q.shape[1] > kMaxKvHeads)
+    return Status::InvalidArgument(op, "q", "index heads (dim 1) in 1..8 (D10)", q.describe());
+  FLASHMSA_RETURN_IF_ERROR(detail::check_inner_contiguous(op, "q", q));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_aligned16(op, "q", q));
+  return Status::Ok();
+}
+
+// topk_indices: i32 [T, H, K], K in 1..16, any non-negative strides.
+Status check_topk_out(const char* op, const char* arg, const TensorView& topk, std::int64_t rows,
+                      std::int64_t heads) {
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, arg, topk));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, arg, topk, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, arg, topk, 3));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, arg, topk, {rows, heads, -1}));
+  if (topk.shape[2] < 1 || topk.shape[2] > kMaxTopk)
+    return Status::InvalidArgument(op, arg, "K (dim 2) in 1..16", topk.describe());
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, arg, topk));
+  return Status::Ok();
+}
+
+// page_scores (optional): f32 [T, H, W], W >= max L, any non-negative strides.
+Status check_page_scores(const char* op, const TensorView& ps, std::int64_t rows,
+                         std::int64_t heads, std::int64_t max_l) {
+  if (!ps.defined()) return Status::Ok();
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "page_scores", ps, {DType::f32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "page_scores", ps, 3));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "page_scores", ps, {rows, heads, -1}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "page_scores", ps));
+  if (ps.shape[2] < max_l)
+    return Status::InvalidArgument(
+        op, "page_scores",
+        "width (dim 2) >= the largest local page L = " + to_string(max_l) + " over all rows",
+        ps.describe());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status indexer_prefill(const IndexerPrefillArgs& a) {
+  const char* op = "indexer_prefill";
+  FLASHMSA_RETURN_IF_ERROR(check_cpu_only(
+      op, {&a.q, &a.index_k.data, &a.index_k.block_scale, &a.block_table, &a.cu_seqlens_q,
+           &a.seq_lens, &a.topk_indices, &a.page_scores}));
+  FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
+  const std::int64_t T = a.q.shape[0];
+  const std::int64_t H = a.q.shape[1];
+  std::int64_t num_pages = 0;
+  FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_varlen_metadata(op, a.cu_seqlens_q, a.seq_lens,
+                                                         a.block_table, T, num_pages));
+  FLASHMSA_RETURN_IF_ERROR(check_topk_out(op, "topk_indices", a.topk_indices, T, H));
+
+  cpu::IndexerProblem p;
+  const std::int64_t B = a.seq_lens.shape[0];
+  std::int64_t max_l = 0;
+  for (std::int64_t r = 0; r < B; ++r) {
+    cpu::IndexerRequest req;
+    req.row_begin = at_i32(a.cu_seqlens_q, r);
+    req.num_rows = at_i32(a.cu_seqlens_q, r + 1) - req.row_begin;
+    req.first_pos = at_i32(a.seq_lens, r) - req.num_rows;  // D4: bottom-right aligned
+    if (req.num_rows > 0)
+      max_l = std::max<std::int64_t>(max_l, (req.first_pos + req.num_rows - 1) / kPageSize);
+    p.requests.push_back(req);
+  }
+  FLASHMSA_RETURN_IF_ERROR(check_page_scores(op, a.page_scores, T, H, max_l));
+
+  p.q = a.q;
+  p.index_k = a.index_k;
+  p.block_table = a.block_table;
+  p.topk = a.topk_indices;
+  p.page_scores = a.page_scores;
+  cpu::run_indexer(p);
+  return Status::Ok();
+}
+
+Status indexer_decode(const IndexerDecodeArgs& a) {
+  const char* op = "indexer_decode";
+  FLASHMSA_RETURN_IF_ERROR(check_cpu_only(
+      op, {&a.q, &a.index_k.data, &a.index_k.block_scale, &a.block_table, &a.seq_lens,
+           &a.topk_indices, &a.page_scores}));
+  FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
+  const std::int64_t T = a.q.shape[0];
+  const std::int64_t H = a.q.shape[1];
+  const std::int64_t Q = a.queries_per_request;
+  if (Q < 1 || Q > kMaxIndexerQueries)
+    return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16", to_string(Q));
+  std::int64_t num_pages = 0;
+  FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_decode_metadata(op, a.seq_lens, a.block_table, num_pages));
+  const std::int64_t B = a.seq_lens.shape[0];
+  if (T != B * Q)
+    return Status::InvalidArgument(
+        op, "q", "B * Q = " + to_string(B) + " * " + to_string(Q) + " = " + to_string(B * Q) +
+                     " rows (dim 0)",
+        a.q.describe());
+  FLASHMSA_RETURN_IF_ERROR(check_topk_out(op, "topk_indices", a.topk_indices, T, H));
+
+  cpu::IndexerProblem p;
+  std::int64_t max_l = 0;
+  for (std::int64_t r = 0; r < B; ++r) {
+    cpu::IndexerRequest req;
+    req.row_begin = r * Q;
+    req.num_rows = Q;
+    req.first_pos = at_i32(a.seq_lens, r) - Q;  // D4; may be < 0 (padding, D5)
+    const std::int64_t last = req.first_pos + Q - 1;
+    if (last >= 0) max_l = std::max<std::int64_t>(max_l, last / kPageSize);
+    p.requests.push_back(req);
+  }
+  FLASHMSA_RETURN_IF_ERROR(check_page_scores(op, a.page_scores, T, H, max_l));
+
+  p.q = a.q;
+  p.index_k = a.index_k;
+  p.block_table = a.block_table;
+  p.topk = a.topk_indices;
+  p.page_scores = a.page_scores;
+  cpu::run_indexer(p);
+  return Status::Ok();
+}
+
+Status topk_select(const TensorView& scores, const TensorView& local_page,
+                   const TensorView& topk) {
+  const char* op = "topk_select";
+  FLASHMSA_RETURN_IF_ERROR(check_cpu_only(op, {&scores, &local_page, &topk}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "local_page", local_page));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "local_page", local_page, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "local_page", local_page, 1));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "local_page", local_page));
+  const std::int64_t R = local_page.shape[0];
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "scores", scores));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "scores", scores, {DType::f32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "scores", scores, {R, -1}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "scores", scores));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "topk", topk));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "topk", topk, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "topk", topk, {R, -1}));
+  if (topk.shape[1] < 1 || topk.shape[1] > kMaxTopk)
+    return Status::InvalidArgument(op, "topk", "K (dim 1) in 1..16", topk.describe());
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "topk", topk));
+  const int K = static_cast<int>(topk.shape[1]);
+  const std::int64_t W = scores.shape[1];
+  for (std::int64_t r = 0; r < R; ++r) {
+    const std::int64_t L = at_i32(local_page, r);
+    if (L + 1 > K && L > W)
+      return Status::InvalidArgument(
+          op, "local_page[" + to_string(r) + "]",
+          "L <= scores width W = " + to_string(W) + " when L + 1 > K = " + to_string(K),
+          to_string(L));
+  }
+  detail::parallel_for(R, 0, [&](std::int64_t r, int) {
+    cpu::select_topk_row(scores.ptr<const float>() + r * scores.stride[0], scores.stride[1],
+                         at_i32(local_page, r), K,
+                         topk.ptr<std::int32_t>() + r * topk.stride[0], topk.stride[1]);
+  });
+  return Status::Ok();
+}
+
+}  // namespace flashmsa

@@ -1,0 +1,476 @@
+// GPU sparse decode attention (SparseDecodePlan on Device::cuda) against the CPU backend,
+// with the tolerance policy of spec D8. Outputs are poisoned (0xFF = NaN) before every
+// run. Skips when no CUDA device is present (CI); run on the H200 with
+//   build/test_cuda_decode
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flashmsa/flashmsa.h"
+#include "test_util.h"
+
+namespace flashmsa {
+namespace {
+
+using testing::Rng;
+
+bool has_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define REQUIRE_GPU() \
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
+
+/// Device copy of a HostTensor with the same shape/strides.
+class DeviceTensor {
+ public:
+  explicit DeviceTensor(const HostTensor& h) : bytes_(h.bytes()) {
+    EXPECT_EQ(cudaMalloc(&ptr_, bytes_ ? bytes_ : 16), cudaSuccess);
+    view_ = h.view();
+    view_.data = ptr_;
+    view_.device = Device::cuda;
+    upload(h);
+  }
+  ~DeviceTensor() { cudaFree(ptr_); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+  void upload(const HostTensor& h) {
+    ASSERT_EQ(cudaMemcpy(ptr_, h.view().data, bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  void download(HostTensor& h) const {
+    ASSERT_EQ(cudaMemcpy(h.view().data, ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+  void poison() { ASSERT_EQ(cudaMemset(ptr_, 0xff, bytes_), cudaSuccess); }
+  const TensorView& view() const { return view_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  TensorView view_;
+};
+
+struct Case {
+  int batch = 2, q_per_req = 1, hq = 64, hkv = 4;
+  KvFormat format = KvFormat::bf16;
+  bool v_swizzled = false;
+  std::vector<std::int32_t> seq_lens;  // size batch
+  int pages_per_req = 0;               // capacity; 0 = derived
+  bool messy_topk = false;             // -1, duplicates, out-of-range entries
+  std::uint64_t seed = 1;
+};
+
+/// All host inputs of one case.
+struct Inputs {
+  HostTensor q, k, v, k_scale, v_scale, topk, block_table, seq_lens;
+  float q_scale = 1.0f, k_global = 1.0f, v_global = 1.0f;
+  int num_pages = 0, pages_per_req = 0;
+};
+
+void make_topk(const Case& c, Inputs& in, Rng& rng) {
+  const int rows = c.batch * c.q_per_req;
+  in.topk.reset(DType::i32, {rows, c.hkv, kMaxTopk});
+  auto* t = in.topk.data<std::int32_t>();
+  for (int row = 0; row < rows; ++row) {
+    const int b = row / c.q_per_req;
+    const long pos = static_cast<long>(in.seq_lens.data<std::int32_t>()[b]) - c.q_per_req + row % c.q_per_req;
+    for (int g = 0; g < c.hkv; ++g) {
+      std::int32_t* e = t + (row * c.hkv + g) * kMaxTopk;
+      for (int k = 0; k < kMaxTopk; ++k) e[k] = -1;
+      if (pos < 0) continue;
+      const int local = static_cast<int>(pos / kPageSize);
+      std::vector<std::int32_t> hist(static_cast<std::size_t>(local));
+      for (int i = 0; i < local; ++i) hist[static_cast<std::size_t>(i)] = i;
+      std::shuffle(hist.begin(), hist.end(), rng);
+      const int n_hist = std::min(local, kMaxTopk - 1);
+      for (int k = 0; k < n_hist; ++k) e[k] = hist[static_cast<std::size_t>(k)];
+      e[n_hist] = local;
+      if (c.messy_topk) {
+        // D1: these must all be ignored / counted once.
+        if (n_hist + 1 < kMaxTopk) e[n_hist + 1] = local + 1;      // beyond the local page
+        if (n_hist >= 2) e[1] = e[0];                              // duplicate
+        if (n_hist >= 3) e[2] = -7;                                // negative
+        if (n_hist >= 4) e[3] = 1 << 20;                           // far out of range
+      }
+    }
+  }
+}
+
+Inputs make_inputs(const Case& c) {
+  Rng rng(c.seed);
+  Inputs in;
+  in.seq_lens.reset(DType::i32, {c.batch});
+  int max_pages = 1;
+  for (int b = 0; b < c.batch; ++b) {
+    in.seq_lens.data<std::int32_t>()[b] = c.seq_lens[static_cast<std::size_t>(b)];
+    max_pages = std::max(max_pages, (c.seq_lens[static_cast<std::size_t>(b)] + kPageSize - 1) / kPageSize);
+  }
+  in.pages_per_req = c.pages_per_req > 0 ? c.pages_per_req : max_pages;
+  in.num_pages = c.batch * in.pages_per_req + 2;
+  // Block table: a random permutation of the physical pages.
+  std::vector<std::int32_t> perm = testing::random_permutation(in.num_pages, rng);
+  in.block_table.reset(DType::i32, {c.batch, in.pages_per_req});
+  for (int i = 0; i < c.batch * in.pages_per_req; ++i) in.block_table.data<std::int32_t>()[i] = perm[static_cast<std::size_t>(i)];
+
+  const int rows = c.batch * c.q_per_req;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (c.format == KvFormat::bf16) {
+    in.q.reset(DType::bf16, {rows, c.hq, kHeadDim});
+    testing::fill_bf16_normal(in.q, rng);
+    in.k.reset(DType::bf16, {in.num_pages, c.hkv, kPageSize, kHeadDim});
+    in.v.reset(DType::bf16, {in.num_pages, c.hkv, kPageSize, kHeadDim});
+    testing::fill_bf16_normal(in.k, rng);
+    testing::fill_bf16_normal(in.v, rng);
+  } else {
+    in.q.reset(DType::e4m3, {rows, c.hq, kHeadDim});
+    in.q_scale = 1.0f / 16.0f;
+    for (std::int64_t i = 0; i < in.q.numel(); ++i)
+      in.q.data<std::uint8_t>()[i] = float_to_e4m3_sat(normal(rng) / in.q_scale);
+    if (c.format == KvFormat::fp8) {
+      in.k_global = 1.0f / 32.0f;
+      in.v_global = 1.0f / 64.0f;
+      in.k.reset(DType::e4m3, {in.num_pages, c.hkv, kPageSize, kHeadDim});
+      in.v.reset(DType::e4m3, {in.num_pages, c.hkv, kPageSize, kHeadDim});
+      for (std::int64_t i = 0; i < in.k.numel(); ++i) {
+        in.k.data<std::uint8_t>()[i] = float_to_e4m3_sat(normal(rng) / in.k_global);
+        in.v.data<std::uint8_t>()[i] = float_to_e4m3_sat(normal(rng) / in.v_global);
+      }
+    } else {
+      in.k_global = 0.25f;
+      in.v_global = 0.5f;
+      in.k.reset(DType::u8, {in.num_pages, c.hkv, kPageSize, 64});
+      in.v.reset(DType::u8, {in.num_pages, c.hkv, kPageSize, 64});
+      in.k_scale.reset(DType::u8, {in.num_pages, c.hkv, kPageSize, 8});
+      in.v_scale.reset(DType::u8, {in.num_pages, c.hkv, kPageSize, 8});
+      std::uniform_int_distribution<int> byte(0, 255), scale(0x28, 0x40);
+      for (std::int64_t i = 0; i < in.k.numel(); ++i) {
+        in.k.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(byte(rng));
+        in.v.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(byte(rng));
+      }
+      for (std::int64_t i = 0; i < in.k_scale.numel(); ++i) {
+        in.k_scale.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(scale(rng));
+        in.v_scale.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(scale(rng));
+      }
+    }
+  }
+  make_topk(c, in, rng);
+  return in;
+}
+
+PagedKvCache cache_of(const Case& c, const Inputs& in, const TensorView& k, const TensorView& v,
+                      const TensorView& ks, const TensorView& vs) {
+  PagedKvCache kv;
+  kv.format = c.format;
+  kv.k.data = k;
+  kv.v.data = v;
+  kv.k.global_scale = in.k_global;
+  kv.v.global_scale = in.v_global;
+  if (c.format == KvFormat::nvfp4) {
+    kv.k.block_scale = ks;
+    kv.v.block_scale = vs;
+    kv.v.scale_swizzled = c.v_swizzled;
+  }
+  return kv;
+}
+
+DecodePlanArgs plan_args(const Case& c, const Inputs& in, Device device) {
+  DecodePlanArgs a;
+  a.batch_size = c.batch;
+  a.queries_per_request = c.q_per_req;
+  a.num_q_heads = c.hq;
+  a.num_kv_heads = c.hkv;
+  a.max_pages_per_request = in.pages_per_req;
+  a.topk = kMaxTopk;
+  a.kv_format = c.format;
+  a.q_dtype = c.format == KvFormat::bf16 ? DType::bf16 : DType::e4m3;
+  a.device = device;
+  return a;
+}
+
+struct Result {
+  HostTensor out, lse;
+};
+
+Result run_cpu(const Case& c, const Inputs& in) {
+  Result r;
+  const int rows = c.batch * c.q_per_req;
+  r.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
+  r.lse.reset(DType::f32, {rows, c.hq});
+  SparseDecodePlan plan;
+  Status s = plan.plan(plan_args(c, in, Device::cpu));
+  EXPECT_TRUE(s.ok()) << s.message();
+  DecodeRunArgs a;
+  a.q = in.q.view();
+  a.kv = cache_of(c, in, in.k.view(), in.v.view(), in.k_scale.view(), in.v_scale.view());
+  a.topk_indices = in.topk.view();
+  a.block_table = in.block_table.view();
+  a.seq_lens = in.seq_lens.view();
+  a.q_scale = in.q_scale;
+  a.out = r.out.view();
+  a.lse = r.lse.view();
+  s = plan.run(a);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return r;
+}
+
+/// Device copies of every input of a case.
+struct DeviceInputs {
+  explicit DeviceInputs(const Inputs& in)
+      : q(in.q), k(in.k), v(in.v), ks(in.k_scale), vs(in.v_scale), topk(in.topk),
+        block_table(in.block_table), seq_lens(in.seq_lens) {}
+  DeviceTensor q, k, v, ks, vs, topk, block_table, seq_lens;
+};
+
+DecodeRunArgs device_run_args(const Case& c, const Inputs& in, const DeviceInputs& d,
+                              DeviceTensor& out, DeviceTensor& lse) {
+  DecodeRunArgs a;
+  a.q = d.q.view();
+  a.kv = cache_of(c, in, d.k.view(), d.v.view(), d.ks.view(), d.vs.view());
+  if (c.format != KvFormat::nvfp4) a.kv.k.block_scale = a.kv.v.block_scale = TensorView{};
+  a.topk_indices = d.topk.view();
+  a.block_table = d.block_table.view();
+  a.seq_lens = d.seq_lens.view();
+  a.q_scale = in.q_scale;
+  a.out = out.view();
+  a.lse = lse.view();
+  return a;
+}
+
+Result run_gpu(const Case& c, const Inputs& in) {
+  Result r;
+  const int rows = c.batch * c.q_per_req;
+  r.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
+  r.lse.reset(DType::f32, {rows, c.hq});
+  DeviceInputs d(in);
+  DeviceTensor out(r.out), lse(r.lse);
+  out.poison();
+  lse.poison();
+  SparseDecodePlan plan;
+  Status s = plan.plan(plan_args(c, in, Device::cuda));
+  EXPECT_TRUE(s.ok()) << s.message();
+  s = plan.run(device_run_args(c, in, d, out, lse));
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.download(r.out);
+  lse.download(r.lse);
+  return r;
+}
+
+/// D8: element-wise atol/rtol, global cosine, LSE tolerance, identical inf/NaN positions.
+void expect_close(const Result& gpu, const Result& cpu, bool fp8, const std::string& what) {
+  const double tol = fp8 ? 5e-2 : 3e-2, cos_min = fp8 ? 0.999 : 0.9999, lse_tol = fp8 ? 3e-3 : 1e-3;
+  const auto* a = gpu.out.data<std::uint16_t>();
+  const auto* b = cpu.out.data<std::uint16_t>();
+  double dot = 0, na = 0, nb = 0;
+  std::int64_t bad = 0, first_bad = -1;
+  for (std::int64_t i = 0; i < gpu.out.numel(); ++i) {
+    const double x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+    if (!(std::fabs(x - y) <= tol + tol * std::fabs(y))) {
+      if (first_bad < 0) first_bad = i;
+      ++bad;
+    }
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  EXPECT_EQ(bad, 0) << what << ": first bad element " << first_bad << " gpu "
+                    << (first_bad >= 0 ? bf16_to_float(a[first_bad]) : 0.0f) << " cpu "
+                    << (first_bad >= 0 ? bf16_to_float(b[first_bad]) : 0.0f);
+  if (nb > 0) EXPECT_GE(dot / std::sqrt(na * nb), cos_min) << what;
+  const float* la = gpu.lse.data<float>();
+  const float* lb = cpu.lse.data<float>();
+  for (std::int64_t i = 0; i < gpu.lse.numel(); ++i) {
+    if (std::isinf(lb[i])) {
+      ASSERT_TRUE(std::isinf(la[i]) && la[i] < 0) << what << ": lse[" << i << "] = " << la[i];
+    } else {
+      ASSERT_NEAR(la[i], lb[i], lse_tol * (1.0 + std::fabs(lb[i]))) << what << ": lse[" << i << "]";
+    }
+  }
+}
+
+std::string name_of(const Case& c) {
+  return std::string(kv_format_name(c.format)) + (c.v_swizzled ? "(swizzled V)" : "") + " B=" +
+         std::to_string(c.batch) + " Q=" + std::to_string(c.q_per_req) + " heads " +
+         std::to_string(c.hq) + "/" + std::to_string(c.hkv);
+}
+
+void check_case(const Case& c) {
+  const Inputs in = make_inputs(c);
+  const Result cpu = run_cpu(c, in);
+  const Result gpu = run_gpu(c, in);
+  expect_close(gpu, cpu, c.format != KvFormat::bf16, name_of(c));
+}
+
+const std::vector<std::int32_t> kMixedLens = {0, 1, 127, 128, 129, 1000, 2048, 4100, 9000, 16384};
+
+TEST(CudaDecode, FormatsAndHeadSplits) {
+  REQUIRE_GPU();
+  const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}, {8, 8}};
+  std::uint64_t seed = 11;
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    for (auto& h : heads) {
+      for (int q : {1, 8}) {
+        Case c;
+        c.format = f;
+        c.hq = h[0];
+        c.hkv = h[1];
+        c.q_per_req = q;
+        c.batch = static_cast<int>(kMixedLens.size());
+        c.seq_lens = kMixedLens;
+        c.seed = seed++;
+        for (auto& s : c.seq_lens) s = std::max<std::int32_t>(s, s == 0 ? 0 : q);
+        check_case(c);
+      }
+    }
+  }
+}
+
+TEST(CudaDecode, SwizzledNvfp4VScales) {
+  REQUIRE_GPU();
+  Case c;
+  c.format = KvFormat::nvfp4;
+  c.v_swizzled = true;
+  c.batch = 3;
+  c.q_per_req = 4;
+  c.seq_lens = {300, 5000, 20000};
+  check_case(c);
+}
+
+TEST(CudaDecode, QueriesPerRequest) {
+  REQUIRE_GPU();
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
+    for (int q : {1, 2, 3, 4, 8, 16, 32}) {
+      Case c;
+      c.format = f;
+      c.q_per_req = q;
+      c.batch = 4;
+      c.seq_lens = {q, 129 + q, 3000, 40000};
+      c.seed = 100 + static_cast<std::uint64_t>(q);
+      check_case(c);
+    }
+  }
+}
+
+TEST(CudaDecode, MessyTopkEntriesAreIgnored) {
+  REQUIRE_GPU();
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.format = f;
+    c.messy_topk = true;
+    c.batch = 4;
+    c.q_per_req = 2;
+    c.seq_lens = {200, 2000, 6000, 30000};
+    check_case(c);
+  }
+}
+
+TEST(CudaDecode, PaddingRowsAreExactZeros) {
+  REQUIRE_GPU();
+  Case c;
+  c.batch = 3;
+  c.q_per_req = 8;
+  c.seq_lens = {0, 5, 1000};  // request 0 padding; request 1 has rows with p < 0
+  c.pages_per_req = 8;
+  const Inputs in = make_inputs(c);
+  const Result gpu = run_gpu(c, in);
+  for (int row = 0; row < 8 + 3; ++row)
+    for (int h = 0; h < c.hq; ++h) {
+      const float l = gpu.lse.data<float>()[row * c.hq + h];
+      ASSERT_TRUE(std::isinf(l) && l < 0) << "row " << row;
+      for (int d = 0; d < kHeadDim; ++d)
+        ASSERT_EQ(gpu.out.data<std::uint16_t>()[(row * c.hq + h) * kHeadDim + d], 0) << "row " << row;
+    }
+  expect_close(gpu, run_cpu(c, in), false, "padding");
+}
+
+TEST(CudaDecode, BitwiseDeterministic) {
+  REQUIRE_GPU();
+  Case c;
+  c.format = KvFormat::fp8;
+  c.batch = 5;
+  c.q_per_req = 8;
+  c.seq_lens = {1000, 20000, 60000, 128, 7777};
+  const Inputs in = make_inputs(c);
+  const Result a = run_gpu(c, in), b = run_gpu(c, in);
+  EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0);
+  EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0);
+}
+
+TEST(CudaDecode, GraphReplayAfterUpdatingMetadata) {
+  REQUIRE_GPU();
+  Case c;
+  c.format = KvFormat::bf16;
+  c.batch = 4;
+  c.q_per_req = 4;
+  c.seq_lens = {500, 3000, 9000, 16000};
+  c.pages_per_req = 160;
+  Inputs in = make_inputs(c);
+  const int rows = c.batch * c.q_per_req;
+  Result gpu;
+  gpu.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
+  gpu.lse.reset(DType::f32, {rows, c.hq});
+  DeviceInputs d(in);
+  DeviceTensor out(gpu.out), lse(gpu.lse);
+  SparseDecodePlan plan;
+  ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  DecodeRunArgs args = device_run_args(c, in, d, out, lse);
+  args.stream = stream;
+  ASSERT_TRUE(plan.run(args).ok());  // warm-up outside capture
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  Status s = plan.run(args);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int step = 0; step < 3; ++step) {
+    // New lengths (same capacity) and a new top-k, updated in place.
+    Case c2 = c;
+    c2.seed = 1000 + static_cast<std::uint64_t>(step);
+    c2.seq_lens = {600 + 700 * step, 2000 + 5000 * step, 128 * (step + 1), 20000 - 1000 * step};
+    Inputs in2 = make_inputs(c2);
+    // Keep the caches and block table of the captured inputs; only metadata changes.
+    for (int b = 0; b < c.batch; ++b) in.seq_lens.data<std::int32_t>()[b] = c2.seq_lens[static_cast<std::size_t>(b)];
+    Rng rng(77 + static_cast<std::uint64_t>(step));
+    make_topk(c2, in, rng);
+    d.seq_lens.upload(in.seq_lens);
+    d.topk.upload(in.topk);
+    out.poison();
+    lse.poison();
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    out.download(gpu.out);
+    lse.download(gpu.lse);
+    expect_close(gpu, run_cpu(c, in), false, "graph replay step " + std::to_string(step));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(CudaDecode, RejectsMixedDevices) {
+  REQUIRE_GPU();
+  Case c;
+  c.batch = 1;
+  c.seq_lens = {300};
+  const Inputs in = make_inputs(c);
+  DeviceInputs d(in);
+  HostTensor out_h(DType::bf16, {1, c.hq, kHeadDim}), lse_h(DType::f32, {1, c.hq});
+  DeviceTensor out(out_h), lse(lse_h);
+  SparseDecodePlan plan;
+  ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
+  DecodeRunArgs a = device_run_args(c, in, d, out, lse);
+  a.seq_lens = in.seq_lens.view();  // host memory
+  Status s = plan.run(a);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("seq_lens"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace flashmsa
