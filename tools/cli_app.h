@@ -58,7 +58,7 @@ inline int cli_main(int argc, const char* const* argv, std::ostream& out, std::o
   run->add_option("--case", req.case_ids, "case id (repeatable): prefill_<hex> or a decode name like b8_s1000_q8")
       ->allow_extra_args(false);
   add_common_options(run, &req);
-  run->add_option("--device", req.device, "cpu, cuda or auto (auto = cpu unless built with CUDA)")
+  run->add_option("--device", req.device, "cpu, cuda or auto (auto = cuda when built with CUDA kernels and the CUDA runtime and a GPU is visible, else cpu)")
       ->capture_default_str();
   run->add_option("--seed", req.seed, "seed of the synthetic inputs")->capture_default_str();
   run->add_flag("--check", check_on, "compare with an FP64 reference (attention and top-k), D8 tolerances");

@@ -240,6 +240,7 @@ json report_to_json(const RunReport& rep, const BuildInfo& b, const std::string&
                        {"workload_useful_tflops", r.workload_useful_tflops},
                        {"gbps", r.gbps}};
     e["scales"] = {{"q", r.q_scale}, {"k", r.k_scale}, {"v", r.v_scale}};
+    e["devices"] = {{"insert", r.insert_device}, {"indexer", r.indexer_device}, {"attention", r.attention_device}};
     e["output_digest"] = r.output_digest;
     const CheckResult& k = r.check;
     e["check"] = {{"enabled", k.enabled},

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "check.h"
+#include "device_mem.h"
 #include "common/parallel.h"
 #include "flashmsa/attention.h"
 #include "flashmsa/host_tensor.h"
@@ -28,8 +29,6 @@ constexpr int kD = kHeadDim;
 /// Per-tensor scale of fp8 / nvfp4 K and V, and of nothing else: "amax / 448" with
 /// amax = 6, the 6-sigma bound of the unit-RMS synthetic data (values beyond saturate).
 constexpr float kKvGlobalScale = 6.0f / 448.0f;
-/// Whether the CLI can drive CUDA tensors (device allocation / copies). Not yet.
-constexpr bool kCliSupportsCuda = false;
 
 Status bad(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
 
@@ -237,13 +236,15 @@ Status resolve_request(const RunRequest& req, RunOptions* o, std::vector<Workloa
   if (req.device == "cpu") {
     o->device = Device::cpu;
   } else if (req.device == "auto") {
-    o->device = (built_with_cuda() && kCliSupportsCuda) ? Device::cuda : Device::cpu;
+    o->device = (built_with_cuda() && tools_have_cuda() && cuda_device_count() > 0) ? Device::cuda : Device::cpu;
   } else if (req.device == "cuda") {
     if (!built_with_cuda())
       return bad("--device cuda: this build of FlashMSA has no CUDA kernels (configure with "
                  "-DFLASHMSA_CUDA=ON on a machine with nvcc and an SM90 target), use --device cpu");
-    if (!kCliSupportsCuda)
-      return bad("--device cuda: the flashmsa CLI cannot drive CUDA tensors yet, use --device cpu");
+    if (!tools_have_cuda())
+      return bad("--device cuda: the flashmsa CLI was built without the CUDA runtime "
+                 "(flashmsa_tools needs FLASHMSA_TOOLS_CUDA), use --device cpu");
+    if (cuda_device_count() == 0) return bad("--device cuda: no CUDA device is visible, use --device cpu");
     o->device = Device::cuda;
   } else {
     return bad("--device '" + req.device + "': expected cpu, cuda or auto");
@@ -256,7 +257,7 @@ Status resolve_request(const RunRequest& req, RunOptions* o, std::vector<Workloa
   }
   if (req.check_rows < 1 || req.check_rows > 4096)
     return bad("--check-rows " + std::to_string(req.check_rows) + ": expected 1..4096");
-  if (req.cases < 0) return bad("--cases " + std::to_string(req.cases) + ": expected a positive number of cases");
+  if (req.cases == 0 || req.cases < -1) return bad("--cases " + std::to_string(req.cases) + ": expected a positive number of cases");
   o->seed = req.seed;
   o->threads = req.threads;
   o->max_memory_gb = req.max_memory_gb;
@@ -265,7 +266,7 @@ Status resolve_request(const RunRequest& req, RunOptions* o, std::vector<Workloa
   FLASHMSA_RETURN_IF_ERROR(find_data_dir(req.data_dir, &o->data_dir));
 
   cases->clear();
-  const bool default_run = req.workload.empty() && req.cases == 0 && req.case_ids.empty();
+  const bool default_run = req.workload.empty() && req.cases < 0 && req.case_ids.empty();
   o->check = req.check >= 0 ? (req.check == 1) : default_run;
   if (default_run) {
     FLASHMSA_RETURN_IF_ERROR(default_selection(o->data_dir, *o, cases));
@@ -515,6 +516,139 @@ void account_work(const WorkloadCase& c, const RunOptions& o, const CaseState& s
     res->workload_useful_tflops = static_cast<double>(c.useful_flops) * s.Hkv / (res->indexer_ms * 1e-3) / 1e12;
 }
 
+Status run_attention_cpu(CaseState& s, const TensorView& q_used, float q_scale, const RunOptions& o,
+                         CaseResult* res) {
+  using clock = std::chrono::steady_clock;
+  if (!s.decode) {
+    SparseAttentionPrefillArgs a;
+    a.q = q_used;
+    a.kv = s.kv;
+    a.topk_indices = s.topk.view();
+    a.block_table = s.block_table.view();
+    a.cu_seqlens_q = s.cu_seqlens.view();
+    a.seq_lens = s.seq_lens.view();
+    a.q_scale = q_scale;
+    a.out = s.out.view();
+    a.lse = s.lse.view();
+    const auto t0 = clock::now();
+    FLASHMSA_RETURN_IF_ERROR(sparse_attention_prefill(a));
+    res->attention_ms = ms_since(t0);
+    return Status::Ok();
+  }
+  DecodePlanArgs pa;
+  pa.batch_size = s.B;
+  pa.queries_per_request = s.Q;
+  pa.num_q_heads = s.Hq;
+  pa.num_kv_heads = s.Hkv;
+  pa.max_pages_per_request = static_cast<int>(s.W);
+  pa.topk = kMaxTopk;
+  pa.kv_format = o.kv_format;
+  pa.q_dtype = q_used.dtype;
+  pa.device = Device::cpu;
+  pa.num_threads = o.threads;
+  SparseDecodePlan plan;
+  auto t0 = clock::now();
+  FLASHMSA_RETURN_IF_ERROR(SparseDecodePlan::can_implement(pa));
+  FLASHMSA_RETURN_IF_ERROR(plan.plan(pa));
+  res->plan_ms = ms_since(t0);
+  DecodeRunArgs a;
+  a.q = q_used;
+  a.kv = s.kv;
+  a.topk_indices = s.topk.view();
+  a.block_table = s.block_table.view();
+  a.seq_lens = s.seq_lens.view();
+  a.q_scale = q_scale;
+  a.out = s.out.view();
+  a.lse = s.lse.view();
+  t0 = clock::now();
+  FLASHMSA_RETURN_IF_ERROR(plan.run(a));
+  res->attention_ms = ms_since(t0);
+  return Status::Ok();
+}
+
+/// Attention on the GPU; *done = false (and Ok) when the op has no CUDA kernel here.
+Status run_attention_cuda(CaseState& s, const TensorView& q_used, float q_scale, const RunOptions& o,
+                          CaseResult* res, bool* done) {
+  using clock = std::chrono::steady_clock;
+  *done = false;
+  DeviceBuffer dq, dk, dv, dks, dvs, dtopk, dbt, dseq, dcu, dout, dlse;
+  FLASHMSA_RETURN_IF_ERROR(dq.upload(q_used));
+  FLASHMSA_RETURN_IF_ERROR(dk.upload(s.kv.k.data));
+  FLASHMSA_RETURN_IF_ERROR(dv.upload(s.kv.v.data));
+  FLASHMSA_RETURN_IF_ERROR(dks.upload(s.kv.k.block_scale));
+  FLASHMSA_RETURN_IF_ERROR(dvs.upload(s.kv.v.block_scale));
+  FLASHMSA_RETURN_IF_ERROR(dtopk.upload(s.topk.view()));
+  FLASHMSA_RETURN_IF_ERROR(dbt.upload(s.block_table.view()));
+  FLASHMSA_RETURN_IF_ERROR(dseq.upload(s.seq_lens.view()));
+  FLASHMSA_RETURN_IF_ERROR(dcu.upload(s.cu_seqlens.view()));
+  FLASHMSA_RETURN_IF_ERROR(dout.upload(s.out.view()));
+  FLASHMSA_RETURN_IF_ERROR(dlse.upload(s.lse.view()));
+  PagedKvCache kv = s.kv;
+  kv.k.data = dk.view();
+  kv.v.data = dv.view();
+  kv.k.block_scale = dks.view();
+  kv.v.block_scale = dvs.view();
+  auto t0 = clock::now();
+  if (!s.decode) {
+    SparseAttentionPrefillArgs a;
+    a.q = dq.view();
+    a.kv = kv;
+    a.topk_indices = dtopk.view();
+    a.block_table = dbt.view();
+    a.cu_seqlens_q = dcu.view();
+    a.seq_lens = dseq.view();
+    a.q_scale = q_scale;
+    a.out = dout.view();
+    a.lse = dlse.view();
+    t0 = clock::now();
+    const Status st = sparse_attention_prefill(a);
+    if (st.code() == StatusCode::kUnsupported) return Status::Ok();
+    FLASHMSA_RETURN_IF_ERROR(st);
+    FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
+    res->attention_ms = ms_since(t0);
+  } else {
+    DecodePlanArgs pa;
+    pa.batch_size = s.B;
+    pa.queries_per_request = s.Q;
+    pa.num_q_heads = s.Hq;
+    pa.num_kv_heads = s.Hkv;
+    pa.max_pages_per_request = static_cast<int>(s.W);
+    pa.topk = kMaxTopk;
+    pa.kv_format = o.kv_format;
+    pa.q_dtype = q_used.dtype;
+    pa.device = Device::cuda;
+    SparseDecodePlan plan;
+    const Status ci = SparseDecodePlan::can_implement(pa);
+    if (ci.code() == StatusCode::kUnsupported) return Status::Ok();
+    FLASHMSA_RETURN_IF_ERROR(ci);
+    const Status ps = plan.plan(pa);
+    if (ps.code() == StatusCode::kUnsupported) return Status::Ok();
+    FLASHMSA_RETURN_IF_ERROR(ps);
+    FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
+    res->plan_ms = ms_since(t0);
+    DecodeRunArgs a;
+    a.q = dq.view();
+    a.kv = kv;
+    a.topk_indices = dtopk.view();
+    a.block_table = dbt.view();
+    a.seq_lens = dseq.view();
+    a.q_scale = q_scale;
+    a.out = dout.view();
+    a.lse = dlse.view();
+    t0 = clock::now();
+    const Status rs = plan.run(a);
+    if (rs.code() == StatusCode::kUnsupported) return Status::Ok();
+    FLASHMSA_RETURN_IF_ERROR(rs);
+    FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
+    res->attention_ms = ms_since(t0);
+  }
+  FLASHMSA_RETURN_IF_ERROR(dout.download(s.out.view()));
+  FLASHMSA_RETURN_IF_ERROR(dlse.download(s.lse.view()));
+  res->attention_device = "cuda";
+  *done = true;
+  return Status::Ok();
+}
+
 Status run_case_impl(const WorkloadCase& c, const RunOptions& o, CaseResult* res) {
   using clock = std::chrono::steady_clock;
   res->rows = c.total_q();
@@ -522,8 +656,6 @@ Status run_case_impl(const WorkloadCase& c, const RunOptions& o, CaseResult* res
   res->pages = c.total_pages();
   res->workload_useful_flops = c.useful_flops;
   res->est_host_bytes = estimate_host_bytes(c, o);
-  if (o.device != Device::cpu)
-    return Status::Unsupported("flashmsa run", "device cuda", "the CLI has no CUDA path yet");
   const double budget = o.max_memory_gb * 1024.0 * 1024.0 * 1024.0;
   if (static_cast<double>(res->est_host_bytes) > budget) {
     std::ostringstream os;
@@ -584,50 +716,16 @@ Status run_case_impl(const WorkloadCase& c, const RunOptions& o, CaseResult* res
   }
   res->indexer_ms = ms_since(t0);
 
-  // Stage 3: attention.
-  if (!s.decode) {
-    SparseAttentionPrefillArgs a;
-    a.q = q_used;
-    a.kv = s.kv;
-    a.topk_indices = s.topk.view();
-    a.block_table = s.block_table.view();
-    a.cu_seqlens_q = s.cu_seqlens.view();
-    a.seq_lens = s.seq_lens.view();
-    a.q_scale = q_scale;
-    a.out = s.out.view();
-    a.lse = s.lse.view();
-    t0 = clock::now();
-    FLASHMSA_RETURN_IF_ERROR(sparse_attention_prefill(a));
-    res->attention_ms = ms_since(t0);
-  } else {
-    DecodePlanArgs pa;
-    pa.batch_size = s.B;
-    pa.queries_per_request = s.Q;
-    pa.num_q_heads = s.Hq;
-    pa.num_kv_heads = s.Hkv;
-    pa.max_pages_per_request = static_cast<int>(s.W);
-    pa.topk = kMaxTopk;
-    pa.kv_format = o.kv_format;
-    pa.q_dtype = q_used.dtype;
-    pa.device = Device::cpu;
-    pa.num_threads = o.threads;
-    SparseDecodePlan plan;
-    t0 = clock::now();
-    FLASHMSA_RETURN_IF_ERROR(SparseDecodePlan::can_implement(pa));
-    FLASHMSA_RETURN_IF_ERROR(plan.plan(pa));
-    res->plan_ms = ms_since(t0);
-    DecodeRunArgs a;
-    a.q = q_used;
-    a.kv = s.kv;
-    a.topk_indices = s.topk.view();
-    a.block_table = s.block_table.view();
-    a.seq_lens = s.seq_lens.view();
-    a.q_scale = q_scale;
-    a.out = s.out.view();
-    a.lse = s.lse.view();
-    t0 = clock::now();
-    FLASHMSA_RETURN_IF_ERROR(plan.run(a));
-    res->attention_ms = ms_since(t0);
+  // Stage 3: attention. With --device cuda the attention inputs are copied to the GPU
+  // (untimed) and the call is timed up to cudaDeviceSynchronize; an op without a CUDA
+  // kernel in this build (Unsupported) runs on the CPU instead, and the report says so.
+  bool attention_done = false;
+  if (o.device == Device::cuda) {
+    FLASHMSA_RETURN_IF_ERROR(run_attention_cuda(s, q_used, q_scale, o, res, &attention_done));
+  }
+  if (!attention_done) {
+    res->attention_device = "cpu";
+    FLASHMSA_RETURN_IF_ERROR(run_attention_cpu(s, q_used, q_scale, o, res));
   }
 
   account_work(c, o, s, res);
@@ -777,6 +875,7 @@ RunReport run_cases(const std::vector<WorkloadCase>& cases, const RunOptions& o,
       if (r.status == "ok" || r.status == "failed") {
         os << std::fixed << std::setprecision(2) << "setup " << r.setup_ms / 1000.0 << " s, insert "
            << r.insert_ms << " ms, indexer " << r.indexer_ms << " ms, attention " << r.attention_ms << " ms";
+        if (o.device == Device::cuda) os << " on " << r.attention_device;
         if (c.useful_flops >= 0) os << ", workload useful_flops " << c.useful_flops;
         if (r.check.enabled)
           os << std::scientific << std::setprecision(2) << ", max err " << r.check.max_abs_err

@@ -19,7 +19,7 @@ namespace flashmsa::tools {
 /// Command-line request as typed by the user (strings unparsed), see docs/cli.md.
 struct RunRequest {
   std::string workload;               ///< "" (default selection) | prefill | decode | lowlat
-  int cases = 0;                      ///< --cases N (0 = not given)
+  int cases = -1;                     ///< --cases N (-1 = not given)
   std::vector<std::string> case_ids;  ///< --case ID (repeatable)
   std::string heads = "64/4";         ///< --heads Hq/Hkv
   std::string kv_dtype = "bf16";      ///< --kv-dtype bf16|fp8|nvfp4
@@ -66,7 +66,9 @@ Status parse_heads(const std::string& s, int* hq, int* hkv);
 ///   --case ID...: those cases, in the given order, appended to the workload's cases when
 ///     --cases is given too (--workload W --case X without --cases runs X only).
 /// Errors (InvalidArgument) name the option and the value: unknown workload, case id,
-/// head split, dtype, device; --device cuda in a build without CUDA kernels.
+/// head split, dtype, device; --device cuda without CUDA kernels, without the CLI's CUDA
+/// runtime (FLASHMSA_TOOLS_CUDA) or without a visible GPU. --device auto picks cuda when all
+/// three are there, else cpu.
 Status resolve_request(const RunRequest& req, RunOptions* opts, std::vector<WorkloadCase>* cases);
 
 /// Rough CPU cost (seconds on a ~2-core x86 machine) of one case with `opts`, used to
@@ -128,6 +130,9 @@ struct CaseResult {
   double attention_tflops = 0, indexer_tflops = 0, gbps = 0;
   double workload_useful_tflops = 0;  ///< useful_flops * H / indexer time (prefill)
   float q_scale = 1, k_scale = 1, v_scale = 1;
+  /// Where each stage ran: "cpu" or "cuda" (with --device cuda, a stage whose op has no
+  /// CUDA kernel in this build runs on the CPU).
+  std::string insert_device = "cpu", indexer_device = "cpu", attention_device = "cpu";
   std::string output_digest;       ///< 64-bit hash of out, lse and top-k (determinism)
   CheckResult check;
 };

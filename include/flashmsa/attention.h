@@ -29,8 +29,8 @@ inline constexpr float kDefaultSoftmaxScale = 0.08838834764831845f;
 
 /// Arguments of sparse_attention_prefill (varlen, chunked prefill).
 struct SparseAttentionPrefillArgs {
-  TensorView q;             ///< bf16 | e4m3 [T, Hq, 128], innermost stride 1
-  PagedKvCache kv;          ///< K/V cache views (any KvFormat, see header comment)
+  TensorView q;             ///< bf16 | e4m3 [T, Hq, 128], innermost stride 1, 16-byte aligned
+  PagedKvCache kv;          ///< K/V cache views (any KvFormat, see header comment), 16-byte aligned
   TensorView topk_indices;  ///< i32 [T, Hkv, K], K in 1..16, any strides (logical page ids)
   TensorView block_table;   ///< i32 [B, max_pages]: logical -> physical page
   TensorView cu_seqlens_q;  ///< i32 [B+1], monotone, cu[0] = 0, cu[B] = T
@@ -69,8 +69,8 @@ struct DecodeRunArgs {
   TensorView block_table;   ///< i32 [B, >= max_pages_per_request]
   TensorView seq_lens;      ///< i32 [B], KV length incl. the Q new tokens, <= capacity;
                             ///< 0 marks a padding request (D5)
-  float softmax_scale = kDefaultSoftmaxScale;
-  float q_scale = 1.0f;
+  float softmax_scale = kDefaultSoftmaxScale;  ///< > 0, finite
+  float q_scale = 1.0f;     ///< e4m3 q: dequant scale; bf16 q: must be 1
   TensorView out;           ///< out bf16 [B*Q, Hq, 128]
   TensorView lse;           ///< optional out f32 [B*Q, Hq]
   void* stream = nullptr;   ///< cudaStream_t for CUDA tensors (0 = default stream); ignored on CPU
@@ -87,17 +87,31 @@ class SparseDecodePlan {
   ~SparseDecodePlan();  ///< frees the (device) workspace
   SparseDecodePlan(const SparseDecodePlan&) = delete;
   SparseDecodePlan& operator=(const SparseDecodePlan&) = delete;
+  /// Moves the plan and its workspace; `other` becomes unplanned.
   SparseDecodePlan(SparseDecodePlan&& other) noexcept;
   SparseDecodePlan& operator=(SparseDecodePlan&& other) noexcept;
 
   /// Checks a plan request against D10 and the supported format pairs.
+  /// Errors: InvalidArgument naming the field (batch_size, queries_per_request, heads,
+  /// max_pages_per_request, topk, q_dtype, num_threads); Unsupported for a (q, kv) pair
+  /// outside D7 or device cuda in a build without CUDA kernels.
   static Status can_implement(const DecodePlanArgs& args);
-  /// Validates and sizes the workspace for `args`.
+  /// Validates (can_implement) and sizes the workspace for `args`. On CUDA it chooses
+  /// the split-KV factor from the SM count and allocates the split partials with
+  /// cudaMalloc (call it outside graph capture). Errors: those of can_implement, or
+  /// InvalidArgument when no CUDA device is usable / the allocation fails.
   Status plan(const DecodePlanArgs& args);
-  /// Runs one layer. Errors: not planned, or tensors inconsistent with the plan.
+  /// Runs one layer. All tensors must be on the planned device. On CUDA it launches on
+  /// `args.stream` with no allocation and no host synchronisation (graph-capturable);
+  /// the contents of seq_lens / block_table / topk are not read on the host: the kernel
+  /// applies the D1 skipping rules and never reads out of bounds.
+  /// Errors: not planned; tensors inconsistent with the plan or invalid (InvalidArgument
+  /// naming the argument); Internal if a kernel launch fails.
   Status run(const DecodeRunArgs& args);
 
+  /// True after a successful plan() (a moved-from plan is unplanned).
   bool planned() const { return planned_; }
+  /// The arguments of the last successful plan().
   const DecodePlanArgs& args() const { return args_; }
   std::size_t workspace_bytes() const {
     return workspace_.size() * sizeof(float) + device_workspace_bytes_;

@@ -23,6 +23,7 @@ enum class KvFormat {
   fp8,     ///< FP8 E4M3 values, value = e4m3 * global_scale (k_scale / v_scale)
   nvfp4,   ///< E2M1 codes + E4M3 block scale per 16 dims + FP32 global scale
 };
+/// "bf16", "fp8" or "nvfp4" (used in messages and reports).
 const char* kv_format_name(KvFormat f);
 
 /// One side (K or V) of a paged cache, as strided views (D3). No copies are made:
@@ -64,8 +65,10 @@ struct IndexKCache {
 
 /// Views K = columns [0,128) and V = columns [128,256) of vLLM's packed
 /// `[num_pages, Hkv, 128, 256]` BF16 or E4M3 cache (spec 4.1; HND or NHD strides
-/// both work). `kv` must be rank 4 with last dim 256 and innermost stride 1.
-/// Errors: InvalidArgument naming 'kv'.
+/// both work). `kv` must be rank 4 with last dim 256, innermost stride 1, 16-byte
+/// aligned; bf16 for KvFormat::bf16 (k_scale = v_scale = 1), e4m3 for fp8 (scales
+/// finite > 0). Errors: InvalidArgument naming 'kv', 'format' (nvfp4 has its own
+/// layout: use nvfp4_head_slot_views), 'k_scale' / 'v_scale', or 'out' (null).
 Status packed_kv_views(const TensorView& kv, KvFormat format, float k_scale, float v_scale,
                        PagedKvCache* out);
 
@@ -73,7 +76,8 @@ Status packed_kv_views(const TensorView& kv, KvFormat format, float k_scale, flo
 /// (spec 4.3): per page, K side then V side; per side a data region
 /// `[Hkv, 128, 64]` followed by a scale region `[Hkv, 128, 8]`.
 /// `k_swizzled` / `v_swizzled` select the 4x4 swizzled scale plane per side.
-/// Errors: InvalidArgument naming 'kv'.
+/// `kv` must be u8 rank 4 `[pages, 2*Hkv, 128, 72]`, contiguous, base 16-byte aligned.
+/// Errors: InvalidArgument naming 'kv', 'k_scale' / 'v_scale' (finite > 0) or 'out'.
 Status nvfp4_head_slot_views(const TensorView& kv, bool k_swizzled, bool v_swizzled,
                              float k_scale, float v_scale, PagedKvCache* out);
 
@@ -82,7 +86,11 @@ Status nvfp4_head_slot_views(const TensorView& kv, bool k_swizzled, bool v_swizz
 ///   slot_mapping  i32 [T]; slot = physical_page * 128 + offset; slot < 0 skips the token
 ///   cache         any KvFormat; fp8 stores E4M3_sat(x / global_scale); nvfp4 quantises
 ///                 each 16-dim block with nvfp4_quantize_block16(x, global_scale)
-/// Errors: dtype/rank/shape mismatches, Hkv of k/v vs cache, slot >= num_pages*128.
+/// Alignment: k, v and the cache data 16-byte aligned (address and outer strides).
+/// All checks run before any byte is written; duplicate slots: the last token wins.
+/// Errors: InvalidArgument naming the argument for dtype/rank/shape/stride/alignment
+/// mismatches, Hkv of k/v vs cache, 'slot_mapping[i]' >= num_pages*128;
+/// Unsupported for tensors on cuda until the GPU write path exists.
 Status cache_insert(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
                     const PagedKvCache& cache);
 
@@ -90,16 +98,22 @@ Status cache_insert(const TensorView& k, const TensorView& v, const TensorView& 
 ///   index_k       bf16 [T, 128]
 ///   slot_mapping  i32 [T] (index cache slot mapping; slot < 0 skips)
 ///   cache         bf16: copy; fp8: E4M3_sat(x) (no scale); nvfp4: block quantisation
+/// index_k and the cache data 16-byte aligned. Errors: InvalidArgument naming the
+/// argument ('index_k', 'slot_mapping[i]', 'index_k.data', ...); Unsupported on cuda.
 Status index_cache_insert(const TensorView& index_k, const TensorView& slot_mapping,
                           const IndexKCache& cache);
 
 /// FP8 query quantisation (D7, spec 5.1): q8 = E4M3_sat(q / q_scale).
 ///   q      bf16 [T, H, 128];  out  e4m3 [T, H, 128];  q_scale > 0 and finite.
+/// Innermost strides 1, 16-byte aligned. Errors: InvalidArgument naming 'q', 'out' or
+/// 'q_scale'; Unsupported on cuda.
 Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView& out);
 
 /// Dense NVFP4 -> E4M3 conversion, bitwise per spec 5.3:
 ///   out[r, d] = nvfp4_to_e4m3(code(packed[r, d/2], d%2), scale[r, d/16])
-///   packed u8 [R, 64]; scale e4m3 [R, 8]; out e4m3 [R, 128]; innermost strides 1.
+///   packed u8 [R, 64]; scale e4m3 (or u8) [R, 8]; out e4m3 [R, 128]; innermost strides 1;
+///   packed and out 16-byte aligned (scale rows are 8 bytes apart: not required).
+/// Errors: InvalidArgument naming 'packed', 'scale' or 'out'; Unsupported on cuda.
 Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const TensorView& out);
 
 }  // namespace flashmsa

@@ -18,7 +18,8 @@ namespace flashmsa {
 
 /// Arguments of indexer_prefill (varlen, chunked prefill over cached context).
 struct IndexerPrefillArgs {
-  TensorView q;             ///< index q: bf16 | e4m3 [T, H, 128], H = index heads 1..8
+  TensorView q;             ///< index q: bf16 | e4m3 [T, H, 128], H = index heads 1..8,
+                            ///< innermost stride 1, 16-byte aligned
   IndexKCache index_k;      ///< index-K cache, already holding every token of every request
   TensorView block_table;   ///< i32 [B, max_pages]: logical page -> physical page
   TensorView cu_seqlens_q;  ///< i32 [B+1]: rows of request r are [cu[r], cu[r+1]); cu[0]=0, cu[B]=T
@@ -31,12 +32,16 @@ struct IndexerPrefillArgs {
 };
 
 /// Top-k page selection for chunked prefill. Query row j of request r sits at
-/// p = seq_len_r - q_len_r + j (D4). Errors: InvalidArgument naming the argument.
+/// p = seq_len_r - q_len_r + j (D4). Errors: InvalidArgument naming the argument
+/// (dtype, rank, shape, stride, alignment, heads vs top-k heads, metadata rules listed
+/// in docs/architecture.md, page_scores too narrow); Unsupported for tensors on cuda
+/// (the SM90 indexer is not built yet).
 Status indexer_prefill(const IndexerPrefillArgs& args);
 
 /// Arguments of indexer_decode (Q queries per request, MTP).
 struct IndexerDecodeArgs {
-  TensorView q;             ///< index q: bf16 | e4m3 [B*Q, H, 128], row = b*Q + j
+  TensorView q;             ///< index q: bf16 | e4m3 [B*Q, H, 128], row = b*Q + j,
+                            ///< innermost stride 1, 16-byte aligned
   IndexKCache index_k;      ///< index-K cache
   TensorView block_table;   ///< i32 [B, max_pages]
   TensorView seq_lens;      ///< i32 [B]: KV length incl. the Q new tokens; 0 = padding
@@ -46,7 +51,8 @@ struct IndexerDecodeArgs {
 };
 
 /// Top-k page selection for decode: query j of request b sits at p = seq_len_b - Q + j
-/// (D4); p < 0 gives a row of -1 (D5).
+/// (D4); p < 0 gives a row of -1 (D5). Errors: as indexer_prefill, plus
+/// 'queries_per_request' outside 1..16 and q rows != B*Q; Unsupported on cuda.
 Status indexer_decode(const IndexerDecodeArgs& args);
 
 /// The selection rule alone (D1, D2), on given scores; used by the indexers and tests.
@@ -54,6 +60,8 @@ Status indexer_decode(const IndexerDecodeArgs& args);
 ///   local_page  i32 [R]: L per row; L < 0 means an empty row (all -1); L <= W required
 ///               when L + 1 > K (the history must be present in `scores`)
 ///   topk        out i32 [R, K], K in 1..16
+/// Errors: InvalidArgument naming 'scores', 'local_page' or 'topk' (dtype, rank, rows,
+/// K range, history beyond W); Unsupported on cuda.
 Status topk_select(const TensorView& scores, const TensorView& local_page,
                    const TensorView& topk);
 

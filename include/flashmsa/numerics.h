@@ -9,7 +9,7 @@
 
 namespace flashmsa {
 
-/// BF16 bits -> float (exact).
+/// BF16 bits -> float (exact). BF16 is the model dtype of q/k/v (spec 1.1, D7).
 float bf16_to_float(std::uint16_t bits);
 /// float -> BF16 bits, round-to-nearest-even; NaN stays a quiet NaN.
 std::uint16_t float_to_bf16(float x);
@@ -38,6 +38,8 @@ std::uint8_t nvfp4_to_e4m3(std::uint8_t code, std::uint8_t scale_bits);
 ///   code_i = E2M1(clamp(x_i * gs / float(scale), -6, 6))   (all codes 0 if scale == 0)
 /// Writes 8 packed bytes (element 2i in the low nibble of byte i) and the scale bits.
 /// Decoding: x_i ~= e2m1(code_i) * float(scale) * global_scale.
+/// `x` points at 16 floats, `packed8` at 8 bytes, `scale_bits` at 1 byte; global_scale
+/// must be finite and > 0 (callers validate it; otherwise the codes are unspecified).
 void nvfp4_quantize_block16(const float* x, float global_scale, std::uint8_t* packed8,
                             std::uint8_t* scale_bits);
 
@@ -45,8 +47,10 @@ void nvfp4_quantize_block16(const float* x, float global_scale, std::uint8_t* pa
 /// token `t` (0..127) and 16-dim group `g` (0..7) (spec 4.3):
 ///   linear:   t*8 + g
 ///   swizzled: 32*(t/4) + 4*g + (t%4)   (vLLM 4x4 swizzle)
+/// Arguments outside those ranges give an offset outside 0..1023 (not checked).
 int nvfp4_scale_offset(int t, int g, bool swizzled);
 /// Inverse of nvfp4_scale_offset for the swizzled plane: offset (0..1023) -> (t, g).
+/// `t` and `g` must be valid pointers; offsets outside 0..1023 give t outside 0..127.
 void nvfp4_swizzled_offset_inverse(int offset, int* t, int* g);
 
 }  // namespace flashmsa

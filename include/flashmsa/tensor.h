@@ -14,13 +14,14 @@ namespace flashmsa {
 /// low nibble, spec 4.2).
 enum class DType { bf16, f16, f32, i32, e4m3, u8 };
 
-/// Size in bytes of one element of `t`.
+/// Size in bytes of one element of `t` (spec 4-5: bf16/f16 2, f32/i32 4, e4m3/u8 1).
 std::size_t dtype_size(DType t);
 /// "bf16", "f16", "f32", "i32", "e4m3", "u8".
 const char* dtype_name(DType t);
 
 /// Where the memory of a view lives.
 enum class Device { cpu, cuda };
+/// "cpu" or "cuda" (used in error messages).
 const char* device_name(Device d);
 
 /// Largest rank a TensorView can have.
@@ -40,7 +41,9 @@ struct TensorView {
   std::array<std::int64_t, kMaxRank> stride{};
   Device device = Device::cpu;
 
+  /// True when the view points at memory (optional arguments use an undefined view).
   bool defined() const { return data != nullptr; }
+  /// Extent of dimension d (0 <= d < rank; not checked).
   std::int64_t size(int d) const { return shape[d]; }
   std::int64_t numel() const;
   /// True when the strides are the row-major strides of the shape.
@@ -59,10 +62,12 @@ struct TensorView {
   }
 };
 
-/// A contiguous (row-major) view over `data`.
+/// A contiguous (row-major) view over `data`. Only the first kMaxRank (4) extents of
+/// `shape` are used: a longer list is truncated, so pass at most 4.
 TensorView make_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                      Device device = Device::cpu);
-/// A strided view; `stride` in elements, same length as `shape`.
+/// A strided view; `stride` in elements, same length as `shape` (at most 4 entries, as
+/// make_view). The view is not validated here: every operation validates its arguments.
 TensorView make_strided_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                              std::initializer_list<std::int64_t> stride,
                              Device device = Device::cpu);

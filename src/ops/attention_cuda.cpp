@@ -61,7 +61,8 @@ Status SparseDecodePlan::plan_cuda() {
     return Status(StatusCode::kInvalidArgument,
                   std::string("flashmsa::") + op + ": no usable CUDA device: " + cuda::error_string(err));
   const int rows = args_.batch_size * args_.queries_per_request;
-  num_splits_ = cuda::choose_num_splits(rows, args_.num_kv_heads, sms);
+  num_splits_ = cuda::choose_num_splits(args_.batch_size, args_.queries_per_request,
+                                       args_.num_q_heads, args_.num_kv_heads, sms);
   const std::int64_t floats = cuda::decode_workspace_floats(rows, args_.num_q_heads, num_splits_);
   if (floats > 0) {
     device_workspace_bytes_ = static_cast<std::size_t>(floats) * sizeof(float);

@@ -349,7 +349,7 @@ Comparison compare(const std::vector<double>& actual, const std::vector<double>&
   }
   if (na == 0.0 && nb == 0.0) r.cosine = 1.0;
   else if (na == 0.0 || nb == 0.0) r.cosine = 0.0;
-  else r.cosine = dot / (std::sqrt(na) * std::sqrt(nb));
+  else r.cosine = std::min(1.0, dot / (std::sqrt(na) * std::sqrt(nb)));  // rounding can exceed 1
   for (std::size_t i = 0; i < actual_lse.size(); ++i) {
     const double a = actual_lse[i], b = expected_lse[i];
     if (!std::isfinite(a) || !std::isfinite(b)) {

@@ -10,24 +10,27 @@
 namespace flashmsa::cuda {
 namespace {
 
-constexpr int kThreads = 128;                 // 4 warps
 constexpr int kPad = 136;                     // bf16 per shared row (128 + 8: conflict-free)
 constexpr int kTileBytes = 128 * kPad * 2;    // one BF16 K or V page tile
-constexpr int kQBytes = 16 * kPad * 2;        // Q tile: 16 rows (G <= 16, zero padded)
+// Query rows (draft x head) per CTA: 64 (4 warps) or 128 (8 warps), 16 rows per warp.
+template <int ROWS>
+struct Cta {
+  static constexpr int kThreads = ROWS * 2;
+  static constexpr int kQBytes = ROWS * kPad * 2;  // Q tile
+};
+constexpr int kMaxTopkEntries = 16;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
 enum : int { kBf16 = 0, kFp8 = 1, kNvfp4 = 2 };
 
-template <int FMT>
+template <int FMT, int ROWS>
 struct Layout {
   // Raw bytes of one page side as it arrives from global memory.
   static constexpr int kRawBytes = FMT == kBf16 ? kTileBytes : (FMT == kFp8 ? 128 * 128 : 128 * 64);
   static constexpr int kStageBytes = 2 * kRawBytes;               // K + V
   static constexpr int kConvBytes = FMT == kBf16 ? 0 : 2 * kTileBytes;
-  static constexpr int kMergeBytes = 4 * 16 * 128 * 4 + 2 * 4 * 16 * 4;
-  static constexpr int kBodyBytes = 2 * kStageBytes + kConvBytes;
-  static constexpr int kSmemBytes = kQBytes + (kBodyBytes > kMergeBytes ? kBodyBytes : kMergeBytes);
+  static constexpr int kSmemBytes = Cta<ROWS>::kQBytes + 2 * kStageBytes + kConvBytes;
 };
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -49,6 +52,48 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                        unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// FP8 paths run the MMAs in F16: every E4M3 value (Q, K, V, P) and every
+// E4M3_sat(e2m1 x scale) is exact in F16, so the products equal the FP8 MMA's.
+template <bool F16>
+__device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (F16) mma_f16(d, a, b0, b1);
+  else mma_bf16(d, a, b0, b1);
+}
+
+// Two E4M3 bytes (lo = element 0) -> f16x2, exact.
+__device__ __forceinline__ unsigned e4m3x2_to_f16x2(unsigned short v) {
+  unsigned r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(v));
+  return r;
+}
+// f16x2 -> E4M3_sat x2 -> f16x2 (round to nearest even, saturating).
+__device__ __forceinline__ unsigned f16x2_e4m3_round(unsigned v) {
+  unsigned short q;
+  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(q) : "r"(v));
+  return e4m3x2_to_f16x2(q);
+}
+// (lo, hi) floats -> E4M3_sat x2 -> f16x2 (the P operand of the FP8 paths, spec 3.4).
+__device__ __forceinline__ unsigned f32x2_e4m3_f16x2(float lo, float hi) {
+  unsigned short q;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(q) : "f"(hi), "f"(lo));
+  return e4m3x2_to_f16x2(q);
+}
+// E2M1 code (4 bits) -> f16 bits, exact.
+__device__ __forceinline__ unsigned e2m1_to_f16_bits(unsigned code) {
+  const unsigned e = (code >> 1) & 3u, m = code & 1u;
+  const unsigned mag = e ? (((e + 14u) << 10) | (m << 9)) : (m ? 0x3800u : 0u);
+  return mag | ((code & 8u) << 12);
+}
+
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -60,28 +105,12 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   return *reinterpret_cast<unsigned*>(&v);
 }
 
-__device__ __forceinline__ float e4m3_to_f32(unsigned char b) {
-  __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3);
-  return __half2float(__half(h));
-}
-
-__device__ __forceinline__ float e4m3_sat_round(float x) {  // E4M3_sat(x) as float
-  return e4m3_to_f32(static_cast<unsigned char>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3)));
-}
-
-__device__ __forceinline__ float e2m1_to_f32(unsigned code) {
-  // E2M1: e = bits 2..1, m = bit 0; e == 0 -> m * 0.5, else (1 + m/2) * 2^(e-1).
-  const unsigned e = (code >> 1) & 3u, m = code & 1u;
-  const float v = e ? __uint_as_float(((e + 126u) << 23) | (m << 22)) : 0.5f * static_cast<float>(m);
-  return (code & 8u) ? -v : v;
-}
-
 // Issues the cp.async copies of one page's K and V (raw format) into `stage`.
-template <int FMT>
+template <int FMT, int kThreads>
 __device__ __forceinline__ void load_page(const DecodeParams& p, unsigned char* stage, int phys,
                                           int g, int tid) {
   unsigned char* dk = stage;
-  unsigned char* dv = stage + Layout<FMT>::kRawBytes;
+  unsigned char* dv = stage + Layout<FMT, 64>::kRawBytes;
   if constexpr (FMT == kBf16) {
     const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(p.k_data) + phys * p.k_stride[0] + g * p.k_stride[1];
     const __nv_bfloat16* v = static_cast<const __nv_bfloat16*>(p.v_data) + phys * p.v_stride[0] + g * p.v_stride[1];
@@ -104,8 +133,8 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, unsigned char* 
 }
 
 // Converts one raw FP8 / NVFP4 side into a padded BF16 tile (exact values).
-template <int FMT>
-__device__ __forceinline__ void convert_side(const unsigned char* raw, __nv_bfloat16* tile,
+template <int FMT, int kThreads>
+__device__ __forceinline__ void convert_side(const unsigned char* raw, std::uint16_t* tile,
                                              const std::uint8_t* scale_plane,
                                              const std::int64_t* scale_stride, bool swizzled,
                                              int tid) {
@@ -113,10 +142,10 @@ __device__ __forceinline__ void convert_side(const unsigned char* raw, __nv_bflo
     for (int c = tid; c < 128 * 8; c += kThreads) {
       const int t = c >> 3, ch = c & 7;
       const uint4 in = *reinterpret_cast<const uint4*>(raw + t * 128 + ch * 16);
-      const unsigned char* b = reinterpret_cast<const unsigned char*>(&in);
+      const unsigned short* h = reinterpret_cast<const unsigned short*>(&in);
       unsigned out[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = pack_bf16(e4m3_to_f32(b[2 * i]), e4m3_to_f32(b[2 * i + 1]));
+      for (int i = 0; i < 8; ++i) out[i] = e4m3x2_to_f16x2(h[i]);
       uint4* dst = reinterpret_cast<uint4*>(tile + t * kPad + ch * 16);
       dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
       dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
@@ -127,12 +156,15 @@ __device__ __forceinline__ void convert_side(const unsigned char* raw, __nv_bflo
       const uint2 in = *reinterpret_cast<const uint2*>(raw + t * 64 + grp * 8);
       const unsigned char* b = reinterpret_cast<const unsigned char*>(&in);
       const std::int64_t so = swizzled ? 32 * (t / 4) + 4 * grp + (t % 4) : t * scale_stride[2] + grp;
-      const float s = e4m3_to_f32(scale_plane[so]);
+      const unsigned s16 = e4m3x2_to_f16x2(static_cast<unsigned short>(scale_plane[so] * 0x101u));
+      const __half2 s2 = *reinterpret_cast<const __half2*>(&s16);
       unsigned out[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        out[i] = pack_bf16(e4m3_sat_round(e2m1_to_f32(b[i] & 0xfu) * s),
-                           e4m3_sat_round(e2m1_to_f32(b[i] >> 4) * s));
+      for (int i = 0; i < 8; ++i) {
+        const unsigned x = e2m1_to_f16_bits(b[i] & 0xfu) | (e2m1_to_f16_bits(b[i] >> 4) << 16);
+        __half2 prod = __hmul2(*reinterpret_cast<const __half2*>(&x), s2);  // exact in f16
+        out[i] = f16x2_e4m3_round(*reinterpret_cast<unsigned*>(&prod));      // E4M3_sat(e2m1 x s)
+      }
       uint4* dst = reinterpret_cast<uint4*>(tile + t * kPad + grp * 16);
       dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
       dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
@@ -140,59 +172,83 @@ __device__ __forceinline__ void convert_side(const unsigned char* raw, __nv_bflo
   }
 }
 
-template <int FMT, bool FP8P>
-__global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const DecodeParams p) {
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+constexpr int kMaxCand = 32 * kMaxTopkEntries;  // drafts x top-k entries of one CTA
+
+// One CTA = (request b, KV head g, block of 64 query rows, KV split). Rows are
+// draft-major: row r -> draft j = r / G, head g*G + r % G. The CTA stages each page of
+// the union of its drafts' selections once; warp w owns rows [16w, 16w+16) and every
+// token of the page, so each warp runs its own online softmax with no cross-warp merge.
+template <int FMT, bool FP8P, int ROWS>
+__global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(const DecodeParams p) {
+  constexpr int kThreads = Cta<ROWS>::kThreads;
+  constexpr int kRowsPerCta = ROWS;
+  constexpr int kQBytes = Cta<ROWS>::kQBytes;
+  using L = Layout<FMT, ROWS>;
   extern __shared__ __align__(128) unsigned char smem[];
-  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);
+  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);  // [64][kPad]
   unsigned char* body = smem + kQBytes;
-  __shared__ int s_logical[16];
-  __shared__ int s_phys[16];
+  __shared__ int s_cand[kMaxCand];
+  __shared__ int s_cand_phys[kMaxCand];
+  __shared__ unsigned char s_first[kMaxCand];
+  __shared__ int s_pages[kMaxCand];
+  __shared__ int s_phys[kMaxCand];
+  __shared__ unsigned s_mask[kMaxCand];
   __shared__ int s_count;
 
-  const int row = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int G = p.num_q_heads / p.num_kv_heads;
-  const int b = row / p.queries_per_request;
+  const int Q = p.queries_per_request;
+  const int rows_per_req = Q * G;
+  const int mblocks = (rows_per_req + kRowsPerCta - 1) / kRowsPerCta;
+  const int mb = blockIdx.x % mblocks;
+  const int g = (blockIdx.x / mblocks) % p.num_kv_heads;
+  const int b = blockIdx.x / (mblocks * p.num_kv_heads);
+  const int split = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const long long seq_len = p.seq_lens[b * p.seq_lens_stride];
-  const long long pos = seq_len - p.queries_per_request + row % p.queries_per_request;
+  const int row0 = mb * kRowsPerCta;                       // first row of the block
+  const int j0 = row0 / G;                                 // first draft of the block
+  const int j1 = min(Q - 1, (row0 + kRowsPerCta - 1) / G); // last draft of the block
+  const int ndrafts = j1 - j0 + 1;
+  const int K = p.topk_k;
+  const long long req_pages = (seq_len + 127) / 128;
 
-  // Valid selected pages (D1): sorted, unique, in range; never an out-of-bounds read.
-  if (tid == 0) {
-    int n = 0;
-    if (pos >= 0) {
-      const long long req_pages = (seq_len + 127) / 128;
-      const long long local = pos / 128;
-      for (int k = 0; k < p.topk_k; ++k) {
-        const int e = p.topk[row * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
-        if (e < 0 || e >= req_pages || e > local || e >= p.bt_width) continue;
-        const int phys = p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]];
-        if (phys < 0 || phys >= p.num_pages) continue;
-        int at = n;
-        bool dup = false;
-        while (at > 0 && s_logical[at - 1] >= e) {
-          if (s_logical[at - 1] == e) { dup = true; break; }
-          --at;
-        }
-        if (dup) continue;
-        for (int i = n; i > at; --i) { s_logical[i] = s_logical[i - 1]; s_phys[i] = s_phys[i - 1]; }
-        s_logical[at] = e;
-        s_phys[at] = phys;
-        ++n;
-      }
+  // 1. Candidates: every (draft, top-k entry) of the block, validated (D1).
+  if (tid == 0) s_count = 0;
+  for (int c = tid; c < ndrafts * K; c += kThreads) {
+    const int j = j0 + c / K, k = c % K;
+    const long long pos = seq_len - Q + j;
+    const long long qrow = static_cast<long long>(b) * Q + j;
+    int e = p.topk[qrow * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
+    int phys = -1;
+    if (pos < 0 || e < 0 || e >= req_pages || e > pos / 128 || e >= p.bt_width) {
+      e = -1;
+    } else {
+      phys = p.block_table[b * p.bt_stride[0] + static_cast<long long>(e) * p.bt_stride[1]];
+      if (phys < 0 || phys >= p.num_pages) e = -1;
     }
-    s_count = n;
+    s_cand[c] = e;
+    s_cand_phys[c] = phys;
   }
-  // Q tile: G rows of bf16 (e4m3 converted exactly), rows >= G zero.
-  for (int c = tid; c < 16 * 16; c += kThreads) {
+  // Q tile: rows >= Q*G zero; e4m3 converted exactly to bf16.
+  for (int c = tid; c < kRowsPerCta * 16; c += kThreads) {
     const int r = c >> 4, ch = c & 15;
+    const int gr = row0 + r;
     unsigned w[4] = {0u, 0u, 0u, 0u};
-    if (r < G) {
-      const std::int64_t off = row * p.q_row_stride + (g * G + r) * p.q_head_stride + ch * 8;
+    if (gr < rows_per_req) {
+      const long long qrow = static_cast<long long>(b) * Q + gr / G;
+      const std::int64_t off = qrow * p.q_row_stride + (g * G + gr % G) * p.q_head_stride + ch * 8;
       if (FP8P) {
         const uint2 in = *reinterpret_cast<const uint2*>(static_cast<const unsigned char*>(p.q) + off);
         const unsigned char* bq = reinterpret_cast<const unsigned char*>(&in);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) w[i] = pack_bf16(e4m3_to_f32(bq[2 * i]), e4m3_to_f32(bq[2 * i + 1]));
+        for (int i = 0; i < 4; ++i)
+          w[i] = e4m3x2_to_f16x2(static_cast<unsigned short>(bq[2 * i] | (bq[2 * i + 1] << 8)));
       } else {
         const uint4 in = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.q) + off);
         w[0] = in.x; w[1] = in.y; w[2] = in.z; w[3] = in.w;
@@ -201,192 +257,217 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const Decode
     *reinterpret_cast<uint4*>(sQ + r * kPad + ch * 8) = make_uint4(w[0], w[1], w[2], w[3]);
   }
   __syncthreads();
+  // 2. First occurrence of each page id.
+  const int ncand = ndrafts * K;
+  for (int c = tid; c < ncand; c += kThreads) {
+    const int e = s_cand[c];
+    bool first = e >= 0;
+    for (int k = 0; k < c && first; ++k) first = s_cand[k] != e;
+    s_first[c] = first;
+  }
+  __syncthreads();
+  // 3. Sorted union: rank of a page = number of distinct smaller ids; masks of drafts.
+  for (int c = tid; c < ncand; c += kThreads) {
+    const int e = s_cand[c];
+    if (e < 0) continue;
+    int rank = 0;
+    for (int k = 0; k < ncand; ++k) rank += (s_first[k] && s_cand[k] < e) ? 1 : 0;
+    if (s_first[c]) {
+      s_pages[rank] = e;
+      s_phys[rank] = s_cand_phys[c];
+      s_mask[rank] = 0u;
+      atomicAdd(&s_count, 1);
+    }
+  }
+  __syncthreads();
+  for (int c = tid; c < ncand; c += kThreads) {
+    const int e = s_cand[c];
+    if (e < 0) continue;
+    int rank = 0;
+    for (int k = 0; k < ncand; ++k) rank += (s_first[k] && s_cand[k] < e) ? 1 : 0;
+    atomicOr(&s_mask[rank], 1u << (c / K));
+  }
+  __syncthreads();
 
   const int n = s_count;
   const int per = (n + p.num_splits - 1) / p.num_splits;
   const int begin = split * per;
   const int end = min(n, begin + per);
   const float c2 = p.c * kLog2e;
-  const long long local = pos >= 0 ? pos / 128 : -1;
-  const int local_last = pos >= 0 ? static_cast<int>(pos % 128) : -1;
 
-  float m[2] = {-INFINITY, -INFINITY};  // running max of raw dots per thread row (r0, r0+8)
-  float l[2] = {0.0f, 0.0f};            // thread-partial normalisers
+  // This thread's two rows (r0 = lane/4, r1 = r0 + 8 of the warp's 16).
+  int rj[2], rlast[2];
+  long long rlocal[2];
+  bool rvalid[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int gr = row0 + warp * 16 + (lane >> 2) + 8 * r;
+    rvalid[r] = gr < rows_per_req;
+    rj[r] = rvalid[r] ? gr / G - j0 : 0;
+    const long long pos = seq_len - Q + (rvalid[r] ? gr / G : 0);
+    rlocal[r] = pos >= 0 ? pos / 128 : -1;
+    rlast[r] = pos >= 0 ? static_cast<int>(pos % 128) : -1;
+    if (pos < 0) rvalid[r] = false;
+  }
+  const bool warp_has_rows = row0 + warp * 16 < rows_per_req;
+
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
   float o[16][4];
 #pragma unroll
   for (int i = 0; i < 16; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
   if (begin < end) {
-    unsigned qa[8][4];
-    {
-      const int r0 = lane >> 2, cq = (lane & 3) * 2;
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        qa[ks][0] = *reinterpret_cast<const unsigned*>(sQ + r0 * kPad + ks * 16 + cq);
-        qa[ks][1] = *reinterpret_cast<const unsigned*>(sQ + (r0 + 8) * kPad + ks * 16 + cq);
-        qa[ks][2] = *reinterpret_cast<const unsigned*>(sQ + r0 * kPad + ks * 16 + cq + 8);
-        qa[ks][3] = *reinterpret_cast<const unsigned*>(sQ + (r0 + 8) * kPad + ks * 16 + cq + 8);
-      }
-    }
-    load_page<FMT>(p, body, s_phys[begin], g, tid);
+    load_page<FMT, kThreads>(p, body, s_phys[begin], g, tid);
     cp_async_commit();
     for (int i = begin; i < end; ++i) {
-      unsigned char* stage = body + ((i - begin) & 1) * Layout<FMT>::kStageBytes;
+      unsigned char* stage = body + ((i - begin) & 1) * L::kStageBytes;
       if (i + 1 < end)
-        load_page<FMT>(p, body + ((i + 1 - begin) & 1) * Layout<FMT>::kStageBytes, s_phys[i + 1], g, tid);
+        load_page<FMT, kThreads>(p, body + ((i + 1 - begin) & 1) * L::kStageBytes, s_phys[i + 1], g, tid);
       cp_async_commit();
       cp_async_wait1();
       __syncthreads();
-      const __nv_bfloat16* K;
-      const __nv_bfloat16* V;
+      const __nv_bfloat16* K_;
+      const __nv_bfloat16* V_;
       if constexpr (FMT == kBf16) {
-        K = reinterpret_cast<const __nv_bfloat16*>(stage);
-        V = reinterpret_cast<const __nv_bfloat16*>(stage + Layout<FMT>::kRawBytes);
+        K_ = reinterpret_cast<const __nv_bfloat16*>(stage);
+        V_ = reinterpret_cast<const __nv_bfloat16*>(stage + L::kRawBytes);
       } else {
-        __nv_bfloat16* ck = reinterpret_cast<__nv_bfloat16*>(body + 2 * Layout<FMT>::kStageBytes);
-        __nv_bfloat16* cv = ck + 128 * kPad;
+        std::uint16_t* ck = reinterpret_cast<std::uint16_t*>(body + 2 * L::kStageBytes);
+        std::uint16_t* cv = ck + 128 * kPad;
         const int phys = s_phys[i];
-        convert_side<FMT>(stage, ck, p.k_scale + phys * p.ks_stride[0] + g * p.ks_stride[1], p.ks_stride,
+        convert_side<FMT, kThreads>(stage, ck, p.k_scale + phys * p.ks_stride[0] + g * p.ks_stride[1], p.ks_stride,
                           p.k_swizzled, tid);
-        convert_side<FMT>(stage + Layout<FMT>::kRawBytes, cv,
+        convert_side<FMT, kThreads>(stage + L::kRawBytes, cv,
                           p.v_scale + phys * p.vs_stride[0] + g * p.vs_stride[1], p.vs_stride,
                           p.v_swizzled, tid);
         __syncthreads();
-        K = ck;
-        V = cv;
+        K_ = reinterpret_cast<const __nv_bfloat16*>(ck);  // f16 bits; only addressed here
+        V_ = reinterpret_cast<const __nv_bfloat16*>(cv);
       }
-
-      // S = Q K^T for this warp's 32 tokens.
-      float s[4][4];
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const int tok = warp * 32 + nt * 8 + (lane >> 2);
-          const unsigned* kp = reinterpret_cast<const unsigned*>(K + tok * kPad + ks * 16 + (lane & 3) * 2);
-          mma_bf16(s[nt], qa[ks], kp[0], kp[4]);
-        }
-      }
-      // Causal mask inside the local page (t <= p).
-      if (s_logical[i] == local) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int tk = warp * 32 + nt * 8 + (lane & 3) * 2 + (j & 1);
-            if (tk > local_last) s[nt][j] = -INFINITY;
-          }
-      }
-      // Online softmax (per warp; rows r0 = lane/4 -> j 0,1 and r0+8 -> j 2,3).
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
-      }
-      float bias[2];
+      // Visible tokens of this page for the thread's rows: t <= limit (-1: none).
+      const int logical = s_pages[i];
+      const unsigned mask = s_mask[i];
+      int limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(m[r], mx[r]);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float alpha = exp2f((m[r] - m_use) * c2);
-        m[r] = m_new;
-        l[r] *= alpha;
-#pragma unroll
-        for (int dt = 0; dt < 16; ++dt) {
-          o[dt][2 * r] *= alpha;
-          o[dt][2 * r + 1] *= alpha;
-        }
-        bias[r] = FP8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
+        const bool sees = rvalid[r] && ((mask >> rj[r]) & 1u);
+        limit[r] = !sees ? -1 : (logical == rlocal[r] ? rlast[r] : 127);
       }
-      unsigned pa[2][4];
+      const bool warp_sees = __any_sync(0xffffffffu, limit[0] >= 0 || limit[1] >= 0);
+      if (warp_has_rows && warp_sees) {
+        // S = Q K^T: 16 rows x 128 tokens.
+        float s[16][4];
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        float pv[4];
+        for (int nt = 0; nt < 16; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float e = exp2f(fmaf(s[nt][j], c2, bias[j >> 1]));  // masked: exp2(-inf) = 0
-          l[j >> 1] += e;                                             // unrounded normaliser
-          pv[j] = FP8P ? e4m3_sat_round(e) : e;                       // PV operand (D7)
+        for (int ks = 0; ks < 8; ++ks) {
+          unsigned qa[4];
+          ldmatrix_x4(qa, sQ + (warp * 16 + (lane & 15)) * kPad + ks * 16 + (lane >> 4) * 8);
+#pragma unroll
+          for (int nt = 0; nt < 16; ++nt) {
+            const unsigned* kp = reinterpret_cast<const unsigned*>(K_ + (nt * 8 + (lane >> 2)) * kPad + ks * 16 + (lane & 3) * 2);
+            mma<FP8P>(s[nt], qa, kp[0], kp[4]);
+          }
         }
-        pa[nt >> 1][(nt & 1) * 2 + 0] = pack_bf16(pv[0], pv[1]);
-        pa[nt >> 1][(nt & 1) * 2 + 1] = pack_bf16(pv[2], pv[3]);
-      }
-      // O += P V over this warp's 32 tokens.
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        const int mi = lane >> 3, rr = lane & 7;
-        const int tok = warp * 32 + kk * 16 + (mi & 1) * 8 + rr;
+        for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
-        for (int dp = 0; dp < 8; ++dp) {
-          unsigned bv[4];
-          ldmatrix_x4_trans(bv, V + tok * kPad + dp * 16 + (mi >> 1) * 8);
-          mma_bf16(o[2 * dp], pa[kk], bv[0], bv[1]);
-          mma_bf16(o[2 * dp + 1], pa[kk], bv[2], bv[3]);
+          for (int jj = 0; jj < 4; ++jj) {
+            const int tk = nt * 8 + (lane & 3) * 2 + (jj & 1);
+            if (tk > limit[jj >> 1]) s[nt][jj] = -INFINITY;
+            mx[jj >> 1] = fmaxf(mx[jj >> 1], s[nt][jj]);
+          }
+        float bias[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          const float m_new = fmaxf(m[r], mx[r]);
+          const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+          const float alpha = exp2f((m[r] - m_use) * c2);
+          m[r] = m_new;
+          l[r] *= alpha;
+#pragma unroll
+          for (int dt = 0; dt < 16; ++dt) {
+            o[dt][2 * r] *= alpha;
+            o[dt][2 * r + 1] *= alpha;
+          }
+          bias[r] = FP8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
+        }
+        // O += P V, 16 tokens per step; P converted from the S fragments on the fly.
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          unsigned pa[4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int nt = 2 * kk + h;
+            float pv[4];
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              const float e = exp2f(fmaf(s[nt][jj], c2, bias[jj >> 1]));  // masked -> 0
+              l[jj >> 1] += e;                                             // unrounded normaliser
+              pv[jj] = e;
+            }
+            if constexpr (FP8P) {  // PV operand E4M3_sat(p448) (D7), as f16
+              pa[2 * h + 0] = f32x2_e4m3_f16x2(pv[0], pv[1]);
+              pa[2 * h + 1] = f32x2_e4m3_f16x2(pv[2], pv[3]);
+            } else {               // PV operand bf16(p)
+              pa[2 * h + 0] = pack_bf16(pv[0], pv[1]);
+              pa[2 * h + 1] = pack_bf16(pv[2], pv[3]);
+            }
+          }
+          const int mi = lane >> 3, rr = lane & 7;
+          const int tok = kk * 16 + (mi & 1) * 8 + rr;
+#pragma unroll
+          for (int dp = 0; dp < 8; ++dp) {
+            unsigned bv[4];
+            ldmatrix_x4_trans(bv, V_ + tok * kPad + dp * 16 + (mi >> 1) * 8);
+            mma<FP8P>(o[2 * dp], pa, bv[0], bv[1]);
+            mma<FP8P>(o[2 * dp + 1], pa, bv[2], bv[3]);
+          }
         }
       }
-      __syncthreads();  // the stage / conversion buffers are reused next iteration
+      __syncthreads();  // stage / conversion buffers are reused next iteration
     }
   }
 
-  // Merge the 4 warps in shared memory (reuses the page buffers).
+  // Epilogue: each warp finalises its own rows.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
-  float* sm_o = reinterpret_cast<float*>(body);        // [4][16][128]
-  float* sm_m = sm_o + 4 * 16 * 128;                   // [4][16]
-  float* sm_l = sm_m + 4 * 16;                         // [4][16]
-  {
-    const int r0 = lane >> 2, cq = (lane & 3) * 2;
-    if ((lane & 3) == 0) {
-      sm_m[warp * 16 + r0] = m[0];
-      sm_m[warp * 16 + r0 + 8] = m[1];
-      sm_l[warp * 16 + r0] = l[0];
-      sm_l[warp * 16 + r0 + 8] = l[1];
-    }
+  if (!warp_has_rows) return;
 #pragma unroll
-    for (int dt = 0; dt < 16; ++dt) {
-      float* o0 = sm_o + (warp * 16 + r0) * 128 + dt * 8 + cq;
-      float* o1 = sm_o + (warp * 16 + r0 + 8) * 128 + dt * 8 + cq;
-      o0[0] = o[dt][0];
-      o0[1] = o[dt][1];
-      o1[0] = o[dt][2];
-      o1[1] = o[dt][3];
-    }
-  }
-  __syncthreads();
-  for (int idx = tid; idx < G * 128; idx += kThreads) {
-    const int r = idx >> 7, d = idx & 127;
-    const int h = g * G + r;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, sm_m[w * 16 + r]);
-    float out_v = 0.0f, lse_v = -INFINITY;
-    if (M != -INFINITY) {
-      float L = 0.0f, acc = 0.0f;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float sc = exp2f((sm_m[w * 16 + r] - M) * c2);
-        L += sm_l[w * 16 + r] * sc;
-        acc += sm_o[(w * 16 + r) * 128 + d] * sc;
-      }
-      out_v = acc / L;
-      lse_v = M * p.c + logf(FP8P ? L / 448.0f : L);
-    }
+  for (int r = 0; r < 2; ++r) {
+    const int gr = row0 + warp * 16 + (lane >> 2) + 8 * r;
+    if (gr >= rows_per_req) continue;
+    const long long qrow = static_cast<long long>(b) * Q + gr / G;
+    const int h = g * G + gr % G;
+    const bool empty = m[r] == -INFINITY;
+    const float inv = empty ? 0.0f : 1.0f / l[r];
+    const float lse_v = empty ? -INFINITY : m[r] * p.c + logf(FP8P ? l[r] / 448.0f : l[r]);
     if (p.num_splits == 1) {
-      p.out[row * p.out_row_stride + h * p.out_head_stride + d] =
-          __bfloat16_as_ushort(__float2bfloat16_rn(out_v * p.v_global));
-      if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
+      std::uint16_t* out = p.out + qrow * p.out_row_stride + h * p.out_head_stride;
+#pragma unroll
+      for (int dt = 0; dt < 16; ++dt) {
+        const int d = dt * 8 + (lane & 3) * 2;
+        const __nv_bfloat162 v2 = __floats2bfloat162_rn(o[dt][2 * r] * inv * p.v_global,
+                                                        o[dt][2 * r + 1] * inv * p.v_global);
+        *reinterpret_cast<__nv_bfloat162*>(out + d) = v2;
+      }
+      if ((lane & 3) == 0 && p.lse != nullptr) p.lse[qrow * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
     } else {
-      const std::int64_t slot = (static_cast<std::int64_t>(row) * p.num_q_heads + h) * p.num_splits + split;
-      p.o_partial[slot * 128 + d] = out_v;
-      if (d == 0) p.lse_partial[slot] = lse_v;
+      const std::int64_t slot = (qrow * p.num_q_heads + h) * p.num_splits + split;
+      float* op = p.o_partial + slot * 128;
+#pragma unroll
+      for (int dt = 0; dt < 16; ++dt) {
+        const int d = dt * 8 + (lane & 3) * 2;
+        *reinterpret_cast<float2*>(op + d) = make_float2(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+      }
+      if ((lane & 3) == 0) p.lse_partial[slot] = lse_v;
     }
   }
 }
@@ -415,18 +496,33 @@ __global__ void __launch_bounds__(128) sparse_decode_combine(const DecodeParams 
   if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
 }
 
-template <int FMT, bool FP8P>
-cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
-  constexpr int smem = Layout<FMT>::kSmemBytes;
-  static cudaError_t attr = cudaFuncSetAttribute(sparse_decode_kernel<FMT, FP8P>,
+template <int FMT, bool FP8P, int ROWS>
+cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
+  constexpr int smem = Layout<FMT, ROWS>::kSmemBytes;
+  static cudaError_t attr = cudaFuncSetAttribute(sparse_decode_kernel<FMT, FP8P, ROWS>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return attr;
-  dim3 grid(p.num_rows, p.num_kv_heads, p.num_splits);
-  sparse_decode_kernel<FMT, FP8P><<<grid, kThreads, smem, stream>>>(p);
+  const int rows_per_req = p.queries_per_request * (p.num_q_heads / p.num_kv_heads);
+  const int mblocks = (rows_per_req + ROWS - 1) / ROWS;
+  const int batch = p.num_rows / p.queries_per_request;
+  dim3 grid(batch * p.num_kv_heads * mblocks, p.num_splits);
+  sparse_decode_kernel<FMT, FP8P, ROWS><<<grid, Cta<ROWS>::kThreads, smem, stream>>>(p);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || p.num_splits == 1) return err;
   sparse_decode_combine<<<p.num_rows * p.num_q_heads, 128, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+/// 128-row CTAs (8 warps) when a request's rows fill them, else 64-row CTAs.
+int rows_per_cta(int queries_per_request, int num_q_heads, int num_kv_heads) {
+  return queries_per_request * (num_q_heads / num_kv_heads) > 64 ? 128 : 64;
+}
+
+template <int FMT, bool FP8P>
+cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
+  return rows_per_cta(p.queries_per_request, p.num_q_heads, p.num_kv_heads) == 128
+             ? launch_rows<FMT, FP8P, 128>(p, stream)
+             : launch_rows<FMT, FP8P, 64>(p, stream);
 }
 
 }  // namespace
@@ -442,10 +538,13 @@ int launch_sparse_decode(const DecodeParams& p, int kv_format, bool q_is_e4m3, v
   }
 }
 
-int choose_num_splits(int num_rows, int num_kv_heads, int num_sms) {
-  const long long ctas = static_cast<long long>(num_rows) * num_kv_heads;
+int choose_num_splits(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
+                      int num_sms) {
+  const int rows_per_req = queries_per_request * (num_q_heads / num_kv_heads);
+  const int rows = rows_per_cta(queries_per_request, num_q_heads, num_kv_heads);
+  const long long ctas = static_cast<long long>(batch) * num_kv_heads * ((rows_per_req + rows - 1) / rows);
   if (ctas <= 0) return 1;
-  long long splits = (2LL * num_sms + ctas - 1) / ctas;
+  long long splits = (num_sms + ctas - 1) / ctas;  // one CTA per SM: fill one wave
   if (splits < 1) splits = 1;
   if (splits > 8) splits = 8;  // >= 2 pages per split for a full top-16 row
   return static_cast<int>(splits);

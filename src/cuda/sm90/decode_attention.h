@@ -1,14 +1,16 @@
 // Internal: SM90 sparse decode attention (spec 3.1-3.4, 3.6, D1, D4-D7).
 // Host-side interface, includable from plain C++ (no CUDA types).
 //
-// Design (v1): one CTA of 4 warps per (query row, KV head, KV split). The CTA stages
-// each selected page's K and V (128 tokens x 128 dims) in shared memory as BF16
-// (FP8 and NVFP4 are converted on chip; E4M3 and E4M3_sat(e2m1 x scale) values are
-// exact in BF16, so the products equal the FP8 MMA's), computes S = Q K^T and O = P V
-// with mma.sync m16n8k16 (the G <= 16 query heads of the KV head are the M rows),
-// warp w owning tokens [32w, 32w+32) of every page with its own online softmax. The
-// warps merge in shared memory; with several splits a reduction kernel merges the
-// per-split (O, LSE) pairs. Pages are double buffered with cp.async.
+// Design (v2): one CTA of 4 warps per (request, KV head, block of 64 query rows, KV
+// split); rows are the request's drafts x the G query heads of the KV head. The CTA
+// builds the sorted union of its drafts' valid top-k pages (D1 skipping rules, one bit
+// per draft) and stages each union page's K and V (128 x 128) once in shared memory as
+// BF16 (FP8 and NVFP4 converted on chip: E4M3 and E4M3_sat(e2m1 x scale) values are
+// exact in BF16, so products equal the FP8 MMA's). Warp w owns rows [16w, 16w+16) and
+// all 128 tokens of a page: S = Q K^T and O = P V with mma.sync m16n8k16, online
+// softmax per row, a row masked where its draft did not select the page or beyond its
+// causal limit. With several splits a reduction kernel merges the per-split (O, LSE).
+// Pages are double buffered with cp.async.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +65,9 @@ struct DecodeParams {
 /// the FP8 probability contract. Returns a cudaError_t value (0 = success).
 int launch_sparse_decode(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream);
 
-/// Split count heuristic: enough CTAs to fill `num_sms` twice, at most 16 splits.
-int choose_num_splits(int num_rows, int num_kv_heads, int num_sms);
+/// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 8 splits.
+int choose_num_splits(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
+                      int num_sms);
 
 /// Workspace floats needed for the given shape and split count (0 when splits == 1).
 std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits);
