@@ -7,7 +7,8 @@
 // (K + V, plus block scales for NVFP4), and the fraction of the measured 4.2 TB/s.
 //
 //   build/bench_decode [--suite full|low_latency|all] [--heads 64/4,16/1] [--formats bf16,fp8,nvfp4]
-//                      [--calls 120] [--reps 20] [--csv FILE]
+//                      [--calls 120] [--reps 20] [--q Q] [--csv FILE]
+// --q overrides the suites' 8 queries per request (1..32) keeping their lengths.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -257,7 +258,7 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
 
 int main(int argc, char** argv) {
   std::string suite = "all", heads = "64/4,16/1", formats = "bf16,fp8,nvfp4", csv;
-  int calls = 120, reps = 20;
+  int calls = 120, reps = 20, q_override = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -267,6 +268,7 @@ int main(int argc, char** argv) {
     else if (a == "--calls") calls = std::stoi(next());
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--csv") csv = next();
+    else if (a == "--q") q_override = std::stoi(next());
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -287,6 +289,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", st.message().c_str());
       return 2;
     }
+    if (q_override > 0)
+      for (auto& c : cases) c.q_len_per_req = q_override;
     suites.push_back({s, cases});
   }
   std::vector<Row> rows;

@@ -114,6 +114,26 @@ inline std::int32_t read_i32(const TensorView& t, std::int64_t i) {
   return t.ptr<const std::int32_t>()[i * t.stride[0]];
 }
 
+/// The CPU job fields shared by prefill and decode (both argument structs name them alike).
+template <class Args>
+cpu::AttentionJob job_from(const Args& a, std::int64_t rows, std::int64_t hkv, std::int64_t k) {
+  cpu::AttentionJob job;
+  job.q = a.q;
+  job.kv = a.kv;
+  job.topk = a.topk_indices;
+  job.block_table = a.block_table;
+  job.seq_lens = a.seq_lens;
+  job.softmax_scale = a.softmax_scale;
+  job.q_scale = a.q_scale;
+  job.out = a.out;
+  job.lse = a.lse;
+  job.num_rows = rows;
+  job.num_q_heads = a.q.shape[1];
+  job.num_kv_heads = hkv;
+  job.topk_k = k;
+  return job;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -193,20 +213,7 @@ Status sparse_attention_prefill(const SparseAttentionPrefillArgs& a) {
     }
   }
 
-  cpu::AttentionJob job;
-  job.q = a.q;
-  job.kv = a.kv;
-  job.topk = a.topk_indices;
-  job.block_table = a.block_table;
-  job.seq_lens = a.seq_lens;
-  job.softmax_scale = a.softmax_scale;
-  job.q_scale = a.q_scale;
-  job.out = a.out;
-  job.lse = a.lse;
-  job.num_rows = total_q;
-  job.num_q_heads = a.q.shape[1];
-  job.num_kv_heads = hkv;
-  job.topk_k = k;
+  cpu::AttentionJob job = job_from(a, total_q, hkv, k);
   job.row_request = row_request.data();
   job.row_position = row_position.data();
 
@@ -346,20 +353,7 @@ Status SparseDecodePlan::run(const DecodeRunArgs& a) {
   FLASHMSA_RETURN_IF_ERROR(
       detail::check_decode_metadata(op, a.seq_lens, a.block_table, num_pages));
 
-  cpu::AttentionJob job;
-  job.q = a.q;
-  job.kv = a.kv;
-  job.topk = a.topk_indices;
-  job.block_table = a.block_table;
-  job.seq_lens = a.seq_lens;
-  job.softmax_scale = a.softmax_scale;
-  job.q_scale = a.q_scale;
-  job.out = a.out;
-  job.lse = a.lse;
-  job.num_rows = rows;
-  job.num_q_heads = p.num_q_heads;
-  job.num_kv_heads = hkv;
-  job.topk_k = k;
+  cpu::AttentionJob job = job_from(a, rows, hkv, k);
   job.queries_per_request = p.queries_per_request;
   cpu::run_sparse_attention(job, num_threads_, workspace_.data());
   return Status::Ok();

@@ -364,10 +364,14 @@ __global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(c
         for (int ks = 0; ks < 8; ++ks) {
           unsigned qa[4];
           ldmatrix_x4(qa, sQ + (warp * 16 + (lane & 15)) * kPad + ks * 16 + (lane >> 4) * 8);
+          // B fragments of two 8-token tiles per ldmatrix.x4: matrices (tokens, dims)
+          // (nt, lo), (nt, hi), (nt+1, lo), (nt+1, hi).
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) {
-            const unsigned* kp = reinterpret_cast<const unsigned*>(K_ + (nt * 8 + (lane >> 2)) * kPad + ks * 16 + (lane & 3) * 2);
-            mma<FP8P>(s[nt], qa, kp[0], kp[4]);
+          for (int nt = 0; nt < 16; nt += 2) {
+            unsigned kb[4];
+            ldmatrix_x4(kb, K_ + (nt * 8 + ((lane >> 4) << 3) + (lane & 7)) * kPad + ks * 16 + ((lane >> 3) & 1) * 8);
+            mma<FP8P>(s[nt], qa, kb[0], kb[1]);
+            mma<FP8P>(s[nt + 1], qa, kb[2], kb[3]);
           }
         }
         float mx[2] = {-INFINITY, -INFINITY};
