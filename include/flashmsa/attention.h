@@ -16,6 +16,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "flashmsa/cache.h"
@@ -131,6 +134,27 @@ class SparseDecodePlan {
   int num_splits_ = 1;                      // CUDA: split-KV factor
   void* device_workspace_ = nullptr;        // CUDA: split partials (O, LSE), owned
   std::size_t device_workspace_bytes_ = 0;
+};
+
+/// Decode plans keyed by everything that shapes a plan: batch_size, queries_per_request,
+/// num_q_heads, num_kv_heads, max_pages_per_request, topk, kv_format, q_dtype, device,
+/// num_threads. An engine keeps one cache per stream and calls get() once per step:
+/// the same key returns the same plan object (planned on first use, workspace kept), so
+/// captured CUDA graphs stay valid. Not thread-safe.
+class DecodePlanCache {
+ public:
+  /// Sets *plan to the cached plan for `args`, planning it on first use.
+  /// Errors: those of SparseDecodePlan::plan (nothing is cached then); InvalidArgument
+  /// naming 'plan' for a null output pointer.
+  Status get(const DecodePlanArgs& args, SparseDecodePlan** plan);
+  /// Number of cached plans.
+  std::size_t size() const { return plans_.size(); }
+  /// Drops every plan (and its workspace).
+  void clear() { plans_.clear(); }
+
+ private:
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int>;
+  std::map<Key, std::unique_ptr<SparseDecodePlan>> plans_;
 };
 
 }  // namespace flashmsa

@@ -1,5 +1,7 @@
-// SparseDecodePlan: lifetime and the CUDA (SM90) plan/run path. The CPU path and all
-// argument validation live in attention.cpp; run_cuda() receives validated arguments.
+// SparseDecodePlan: lifetime, DecodePlanCache, and the CUDA (SM90) plan/run path.
+// The CPU path and all argument validation live in attention.cpp; run_cuda() receives
+// validated arguments.
+#include <memory>
 #include <utility>
 
 #include "flashmsa/attention.h"
@@ -140,5 +142,27 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
 }
 
 #endif
+
+}  // namespace flashmsa
+
+namespace flashmsa {
+
+Status DecodePlanCache::get(const DecodePlanArgs& a, SparseDecodePlan** plan) {
+  if (plan == nullptr)
+    return Status::InvalidArgument("DecodePlanCache::get", "plan", "a non-null output pointer",
+                                   "nullptr");
+  const Key key{a.batch_size,  a.queries_per_request, a.num_q_heads,
+                a.num_kv_heads, a.max_pages_per_request, a.topk,
+                static_cast<int>(a.kv_format), static_cast<int>(a.q_dtype),
+                static_cast<int>(a.device), a.num_threads};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    auto fresh = std::make_unique<SparseDecodePlan>();
+    FLASHMSA_RETURN_IF_ERROR(fresh->plan(a));
+    it = plans_.emplace(key, std::move(fresh)).first;
+  }
+  *plan = it->second.get();
+  return Status::Ok();
+}
 
 }  // namespace flashmsa

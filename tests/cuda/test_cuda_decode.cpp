@@ -454,8 +454,12 @@ TEST(CudaDecode, GraphReplayAfterUpdatingMetadata) {
     for (int b = 0; b < c.batch; ++b) in.seq_lens.data<std::int32_t>()[b] = c2.seq_lens[static_cast<std::size_t>(b)];
     Rng rng(77 + static_cast<std::uint64_t>(step));
     make_topk(c2, in, rng);
+    // New logical -> physical mapping over the same pages (block_table updated in place).
+    std::shuffle(in.block_table.data<std::int32_t>(),
+                 in.block_table.data<std::int32_t>() + in.block_table.numel(), rng);
     d.seq_lens.upload(in.seq_lens);
     d.topk.upload(in.topk);
+    d.block_table.upload(in.block_table);
     out.poison();
     lse.poison();
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
@@ -467,6 +471,38 @@ TEST(CudaDecode, GraphReplayAfterUpdatingMetadata) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+TEST(CudaDecode, PlanCacheReturnsTheSamePlanPerKey) {
+  REQUIRE_GPU();
+  Case c;
+  c.batch = 2;
+  c.q_per_req = 4;
+  c.seq_lens = {1000, 3000};
+  const Inputs in = make_inputs(c);
+  DecodePlanCache cache;
+  SparseDecodePlan* a = nullptr;
+  SparseDecodePlan* b = nullptr;
+  ASSERT_TRUE(cache.get(plan_args(c, in, Device::cuda), &a).ok());
+  ASSERT_TRUE(cache.get(plan_args(c, in, Device::cuda), &b).ok());
+  EXPECT_EQ(a, b);
+  DecodePlanArgs other = plan_args(c, in, Device::cuda);
+  other.queries_per_request = 2;
+  ASSERT_TRUE(cache.get(other, &b).ok());
+  EXPECT_NE(a, b);
+  EXPECT_EQ(cache.size(), 2u);
+  // The cached plan runs and matches the CPU backend.
+  DeviceInputs d(in);
+  Result gpu;
+  gpu.out.reset(DType::bf16, {c.batch * c.q_per_req, c.hq, kHeadDim});
+  gpu.lse.reset(DType::f32, {c.batch * c.q_per_req, c.hq});
+  DeviceTensor out(gpu.out), lse(gpu.lse);
+  out.poison();
+  ASSERT_TRUE(a->run(device_run_args(c, in, d, out, lse)).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.download(gpu.out);
+  lse.download(gpu.lse);
+  expect_close(gpu, run_cpu(c, in), false, "cached plan");
 }
 
 TEST(CudaDecode, RejectsMixedDevices) {
