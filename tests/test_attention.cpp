@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashmsa/attention.h"
+#include "flashmsa/version.h"
 #include "flashmsa/cache.h"
 #include "flashmsa/host_tensor.h"
 #include "flashmsa/numerics.h"
@@ -975,10 +976,16 @@ TEST_F(AttentionValidation, BlockTableEntry) {
   pr.block_table.data<std::int32_t>()[1] = 1000;
   expect_error(sparse_attention_prefill(a), StatusCode::kInvalidArgument, "'block_table[0, 1]'");
 }
-TEST_F(AttentionValidation, CudaDeviceIsUnsupported) {
+TEST_F(AttentionValidation, CudaDeviceRules) {
   auto a = pr.prefill_args();
-  a.q.device = Device::cuda;
-  expect_error(sparse_attention_prefill(a), StatusCode::kUnsupported, "device cuda");
+  a.q.device = Device::cuda;  // mixed devices: the first host tensor is named
+  expect_error(sparse_attention_prefill(a), StatusCode::kInvalidArgument, "'topk_indices'");
+  if (!built_with_cuda()) {   // all on cuda in a CPU-only build: Unsupported
+    for (TensorView* v : {&a.topk_indices, &a.block_table, &a.cu_seqlens_q, &a.seq_lens, &a.out,
+                          &a.lse, &a.kv.k.data, &a.kv.v.data})
+      v->device = Device::cuda;
+    expect_error(sparse_attention_prefill(a), StatusCode::kUnsupported, "device cuda");
+  }
 }
 TEST_F(AttentionValidation, EmptyBatchIsFine) {
   HostTensor q(DType::bf16, {0, 8, 128}), topk(DType::i32, {0, 2, 16}), out(DType::bf16, {0, 8, 128});

@@ -172,8 +172,11 @@ void check_topk_row(const CheckInputs& in, std::int64_t row, TopkItem* res) {
     std::vector<double> sorted(sc, sc + L);
     std::nth_element(sorted.begin(), sorted.begin() + (K - 1), sorted.end(), std::greater<double>());
     const double s16 = sorted[static_cast<std::size_t>(K - 1)];  // K-th best (16th)
-    std::nth_element(sorted.begin(), sorted.begin() + (K - 2), sorted.begin() + (K - 1), std::greater<double>());
-    const double s15 = sorted[static_cast<std::size_t>(K - 2)];  // (K-1)-th best (15th)
+    double s15 = s16;  // K == 1: no history slot, so no near-tie question
+    if (K >= 2) {
+      std::nth_element(sorted.begin(), sorted.begin() + (K - 2), sorted.begin() + (K - 1), std::greater<double>());
+      s15 = sorted[static_cast<std::size_t>(K - 2)];  // (K-1)-th best (15th)
+    }
     const double tol = 2e-4 * std::max(std::fabs(s15), std::fabs(s16)) + 1e-6;
     if (s15 - s16 <= tol) ++res->near_ties;
     std::vector<char> chosen(static_cast<std::size_t>(L), 0);

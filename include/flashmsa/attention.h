@@ -84,6 +84,11 @@ struct DecodeRunArgs {
 /// One plan serves every layer of a step; query j of request b sits at
 /// p = seq_lens[b] - Q + j (D4); rows with p < 0 are empty (D5). run() does no
 /// allocation. seq_lens / block_table / topk contents are read at run time.
+/// One plan per thread / CUDA stream: run() reuses the plan's workspace, so concurrent
+/// runs of one plan race. On CUDA, metadata contents are not validated on the host:
+/// a request longer than the block table, a negative length or an out-of-range entry
+/// is not an error there; the kernel skips what it cannot address (D1) and never reads
+/// out of bounds, where the CPU path returns InvalidArgument.
 class SparseDecodePlan {
  public:
   SparseDecodePlan() = default;

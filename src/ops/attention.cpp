@@ -10,6 +10,7 @@
 #include "common/parallel.h"
 #include "common/validate.h"
 #include "cpu/attention_cpu.h"
+#include "ops/attention_cuda.h"
 
 namespace flashmsa {
 
@@ -191,7 +192,53 @@ Status validate_decode_args(const char* op, const DecodeRunArgs& a, int queries_
 // ---------------------------------------------------------------------------
 // Prefill
 
+namespace {
+/// CUDA prefill: every tensor on cuda, the same tensor checks as the CPU path except
+/// the metadata contents (they live on the device; the kernel applies the D1 rules and
+/// bounds checks itself).
+Status prefill_on_cuda(const SparseAttentionPrefillArgs& a) {
+  const char* op = kPrefillOp;
+  const std::pair<const char*, const TensorView*> views[] = {
+      {"q", &a.q},
+      {"topk_indices", &a.topk_indices},
+      {"block_table", &a.block_table},
+      {"cu_seqlens_q", &a.cu_seqlens_q},
+      {"seq_lens", &a.seq_lens},
+      {"out", &a.out},
+      {"lse", &a.lse},
+      {"kv.k.data", &a.kv.k.data},
+      {"kv.v.data", &a.kv.v.data},
+      {"kv.k.block_scale", &a.kv.k.block_scale},
+      {"kv.v.block_scale", &a.kv.v.block_scale}};
+  for (const auto& [name, view] : views)
+    if (view->defined()) FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, name, *view, Device::cuda));
+  std::int64_t num_pages = 0, hkv = 0, k = 0;
+  FLASHMSA_RETURN_IF_ERROR(check_common(op, a.q, a.kv, a.topk_indices, a.softmax_scale, a.q_scale,
+                                        a.out, a.lse, true, &num_pages, &hkv, &k));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "seq_lens", a.seq_lens));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "seq_lens", a.seq_lens, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "seq_lens", a.seq_lens, 1));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "seq_lens", a.seq_lens));
+  const std::int64_t batch = a.seq_lens.shape[0];
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "cu_seqlens_q", a.cu_seqlens_q));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "cu_seqlens_q", a.cu_seqlens_q, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "cu_seqlens_q", a.cu_seqlens_q, {batch + 1}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "cu_seqlens_q", a.cu_seqlens_q));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "block_table", a.block_table));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "block_table", a.block_table, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "block_table", a.block_table, {batch, -1}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "block_table", a.block_table));
+  if (batch < 1 && a.q.shape[0] > 0)
+    return Status::InvalidArgument(op, "seq_lens", "at least one request for T > 0 rows",
+                                   a.seq_lens.describe());
+  FLASHMSA_RETURN_IF_ERROR(detail::check_aligned16(op, "out", a.out));  // vector stores
+  if (a.q.shape[0] == 0) return Status::Ok();
+  return detail::run_prefill_cuda(a);
+}
+}  // namespace
+
 Status sparse_attention_prefill(const SparseAttentionPrefillArgs& a) {
+  if (a.q.defined() && a.q.device == Device::cuda) return prefill_on_cuda(a);
   detail::AttentionGeometry geo;
   FLASHMSA_RETURN_IF_ERROR(detail::validate_prefill_args(kPrefillOp, a, true, &geo));
   const std::int64_t total_q = geo.rows;
@@ -238,6 +285,10 @@ Status SparseDecodePlan::can_implement(const DecodePlanArgs& a) {
     return Status::InvalidArgument(op, "queries_per_request", "1..32 (D10)",
                                    to_string(a.queries_per_request));
   FLASHMSA_RETURN_IF_ERROR(detail::check_gqa(op, a.num_q_heads, a.num_kv_heads));
+  if (static_cast<std::int64_t>(a.batch_size) * a.queries_per_request * a.num_q_heads > (1LL << 28))
+    return Status::InvalidArgument(op, "batch_size",
+                                   "batch_size * queries_per_request * num_q_heads <= 2^28",
+                                   to_string(a.batch_size));
   if (a.max_pages_per_request < 1 || a.max_pages_per_request > kMaxContext / kPageSize)
     return Status::InvalidArgument(op, "max_pages_per_request", "1..8192 (D10)",
                                    to_string(a.max_pages_per_request));
@@ -339,7 +390,11 @@ Status SparseDecodePlan::run(const DecodeRunArgs& a) {
                                    a.block_table.describe());
   // CUDA: tensor contents live on the device and are not read on the host; the kernel
   // applies the same skipping rules (D1) and bounds checks itself.
-  if (p.device == Device::cuda) return run_cuda(a);
+  if (p.device == Device::cuda) {
+    FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "block_table", a.block_table));
+    FLASHMSA_RETURN_IF_ERROR(detail::check_aligned16(op, "out", a.out));
+    return run_cuda(a);
+  }
 
   const std::int64_t capacity = static_cast<std::int64_t>(p.max_pages_per_request) * kPageSize;
   for (std::int64_t b = 0; b < p.batch_size; ++b) {

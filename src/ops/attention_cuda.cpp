@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "flashmsa/attention.h"
+#include "ops/attention_cuda.h"
 
 #ifdef FLASHMSA_WITH_CUDA
 #include "cuda/sm90/decode_attention.h"
@@ -53,6 +54,13 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs&) {
                              "this build of FlashMSA has no CUDA kernels (configure with nvcc)");
 }
 
+namespace detail {
+Status run_prefill_cuda(const SparseAttentionPrefillArgs&) {
+  return Status::Unsupported("sparse_attention_prefill", "device cuda",
+                             "this build of FlashMSA has no CUDA kernels (configure with nvcc)");
+}
+}  // namespace detail
+
 #else
 
 Status SparseDecodePlan::plan_cuda() {
@@ -63,8 +71,9 @@ Status SparseDecodePlan::plan_cuda() {
     return Status(StatusCode::kInvalidArgument,
                   std::string("flashmsa::") + op + ": no usable CUDA device: " + cuda::error_string(err));
   const int rows = args_.batch_size * args_.queries_per_request;
-  num_splits_ = cuda::choose_num_splits(args_.batch_size, args_.queries_per_request,
-                                       args_.num_q_heads, args_.num_kv_heads, sms);
+  const int per_cta = cuda::queries_per_cta(false, args_.queries_per_request,
+                                            args_.num_q_heads / args_.num_kv_heads);
+  num_splits_ = cuda::choose_num_splits(rows, per_cta, args_.num_kv_heads, sms);
   const std::int64_t floats = cuda::decode_workspace_floats(rows, args_.num_q_heads, num_splits_);
   if (floats > 0) {
     device_workspace_bytes_ = static_cast<std::size_t>(floats) * sizeof(float);
@@ -85,9 +94,10 @@ void copy3(std::int64_t (&dst)[3], const TensorView& t) {
   dst[1] = t.stride[1];
   dst[2] = t.stride[2];
 }
-}  // namespace
 
-Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
+/// Kernel parameters shared by prefill and decode (both argument structs name them alike).
+template <class Args>
+cuda::DecodeParams params_from(const Args& a) {
   cuda::DecodeParams p;
   p.q = a.q.data;
   p.q_row_stride = a.q.stride[0];
@@ -97,49 +107,71 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
   copy3(p.k_stride, a.kv.k.data);
   copy3(p.v_stride, a.kv.v.data);
   if (a.kv.format == KvFormat::nvfp4) {
-    p.k_scale = a.kv.k.block_scale.ptr<const std::uint8_t>();
-    p.v_scale = a.kv.v.block_scale.ptr<const std::uint8_t>();
+    p.k_scale = a.kv.k.block_scale.template ptr<const std::uint8_t>();
+    p.v_scale = a.kv.v.block_scale.template ptr<const std::uint8_t>();
     copy3(p.ks_stride, a.kv.k.block_scale);
     copy3(p.vs_stride, a.kv.v.block_scale);
     p.k_swizzled = a.kv.k.scale_swizzled;
     p.v_swizzled = a.kv.v.scale_swizzled;
   }
-  p.topk = a.topk_indices.ptr<const std::int32_t>();
+  p.topk = a.topk_indices.template ptr<const std::int32_t>();
   copy3(p.topk_stride, a.topk_indices);
-  p.block_table = a.block_table.ptr<const std::int32_t>();
+  p.topk_k = static_cast<int>(a.topk_indices.shape[2]);
+  p.block_table = a.block_table.template ptr<const std::int32_t>();
   p.bt_stride[0] = a.block_table.stride[0];
   p.bt_stride[1] = a.block_table.stride[1];
   p.bt_width = a.block_table.shape[1];
-  p.seq_lens = a.seq_lens.ptr<const std::int32_t>();
+  p.seq_lens = a.seq_lens.template ptr<const std::int32_t>();
   p.seq_lens_stride = a.seq_lens.stride[0];
-  p.num_rows = args_.batch_size * args_.queries_per_request;
-  p.queries_per_request = args_.queries_per_request;
-  p.num_q_heads = args_.num_q_heads;
-  p.num_kv_heads = args_.num_kv_heads;
-  p.topk_k = args_.topk;
+  p.batch = static_cast<int>(a.seq_lens.shape[0]);
+  p.num_rows = static_cast<int>(a.q.shape[0]);
+  p.num_q_heads = static_cast<int>(a.q.shape[1]);
+  p.num_kv_heads = static_cast<int>(a.kv.k.data.shape[1]);
   p.num_pages = a.kv.k.data.shape[0];
   p.c = a.softmax_scale * a.q_scale * a.kv.k.global_scale;
   p.v_global = a.kv.v.global_scale;
-  p.out = a.out.ptr<std::uint16_t>();
+  p.out = a.out.template ptr<std::uint16_t>();
   p.out_row_stride = a.out.stride[0];
   p.out_head_stride = a.out.stride[1];
   if (a.lse.defined()) {
-    p.lse = a.lse.ptr<float>();
+    p.lse = a.lse.template ptr<float>();
     p.lse_row_stride = a.lse.stride[0];
     p.lse_head_stride = a.lse.stride[1];
   }
+  return p;
+}
+
+Status launch(const char* op, const cuda::DecodeParams& p, KvFormat format, DType q_dtype,
+              void* stream) {
+  const int err = cuda::launch_sparse_attention(p, static_cast<int>(format), q_dtype == DType::e4m3, stream);
+  if (err != 0) return Status::Internal(op, std::string("kernel launch failed: ") + cuda::error_string(err));
+  return Status::Ok();
+}
+}  // namespace
+
+Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
+  cuda::DecodeParams p = params_from(a);
+  p.queries_per_request = args_.queries_per_request;
+  p.queries_per_cta = cuda::queries_per_cta(false, args_.queries_per_request,
+                                            args_.num_q_heads / args_.num_kv_heads);
   p.num_splits = num_splits_;
   if (num_splits_ > 1) {
     p.o_partial = static_cast<float*>(device_workspace_);
     p.lse_partial = p.o_partial + static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_ * 128;
   }
-  const int err = cuda::launch_sparse_decode(p, static_cast<int>(a.kv.format),
-                                             a.q.dtype == DType::e4m3, a.stream);
-  if (err != 0)
-    return Status::Internal("SparseDecodePlan::run",
-                            std::string("kernel launch failed: ") + cuda::error_string(err));
-  return Status::Ok();
+  return launch("SparseDecodePlan::run", p, a.kv.format, a.q.dtype, a.stream);
 }
+
+namespace detail {
+Status run_prefill_cuda(const SparseAttentionPrefillArgs& a) {
+  cuda::DecodeParams p = params_from(a);
+  p.cu_seqlens = a.cu_seqlens_q.ptr<const std::int32_t>();
+  p.cu_stride = a.cu_seqlens_q.stride[0];
+  p.queries_per_cta = cuda::queries_per_cta(true, 1, p.num_q_heads / p.num_kv_heads);
+  p.num_splits = 1;  // no workspace: one pass per (query block, KV head)
+  return launch("sparse_attention_prefill", p, a.kv.format, a.q.dtype, a.stream);
+}
+}  // namespace detail
 
 #endif
 

@@ -1,4 +1,4 @@
-// SM90 sparse decode attention, v1 (see decode_attention.h for the design).
+// SM90 sparse attention for decode and prefill (see decode_attention.h for the design).
 #include "cuda/sm90/decode_attention.h"
 
 #include <cuda_bf16.h>
@@ -180,69 +180,99 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
 
 constexpr int kMaxCand = 32 * kMaxTopkEntries;  // drafts x top-k entries of one CTA
 
-// One CTA = (request b, KV head g, block of 64 query rows, KV split). Rows are
-// draft-major: row r -> draft j = r / G, head g*G + r % G. The CTA stages each page of
-// the union of its drafts' selections once; warp w owns rows [16w, 16w+16) and every
-// token of the page, so each warp runs its own online softmax with no cross-warp merge.
+// Query row -> (request b, position p) (D4): decode rows are b*Q + j at
+// p = seq_len - Q + j; prefill rows are found in cu_seqlens_q (last b with cu[b] <= row)
+// at p = seq_len - q_len + (row - cu[b]). Never reads outside [0, batch).
+__device__ __forceinline__ void locate_row(const DecodeParams& p, long long qrow, int* b,
+                                           long long* pos) {
+  long long seq_len, start, q_len;
+  if (p.cu_seqlens == nullptr) {
+    *b = static_cast<int>(qrow / p.queries_per_request);
+    start = static_cast<long long>(*b) * p.queries_per_request;
+    q_len = p.queries_per_request;
+  } else {
+    int lo = 0, hi = p.batch - 1;
+    while (lo < hi) {  // last b with cu[b] <= qrow
+      const int mid = (lo + hi + 1) / 2;
+      if (p.cu_seqlens[mid * p.cu_stride] <= qrow) lo = mid;
+      else hi = mid - 1;
+    }
+    *b = lo;
+    start = p.cu_seqlens[lo * p.cu_stride];
+    q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
+  }
+  seq_len = p.seq_lens[static_cast<long long>(*b) * p.seq_lens_stride];
+  *pos = seq_len - q_len + (qrow - start);
+}
+
+// One CTA = (block of R consecutive query rows of the flattened batch, KV head g, KV
+// split). Tile rows: r -> query row q0 + r / G, head g*G + r % G (R*G <= ROWS, R <= 32).
+// The CTA stages each page of the union of its rows' selections once (keyed by
+// (request, logical page), sorted); warp w owns tile rows [16w, 16w+16) and every token
+// of the page, so each warp runs its own online softmax with no cross-warp merge.
 template <int FMT, bool FP8P, int ROWS>
-__global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_attention_kernel(const DecodeParams p) {
   constexpr int kThreads = Cta<ROWS>::kThreads;
-  constexpr int kRowsPerCta = ROWS;
   constexpr int kQBytes = Cta<ROWS>::kQBytes;
   using L = Layout<FMT, ROWS>;
   extern __shared__ __align__(128) unsigned char smem[];
-  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);  // [64][kPad]
+  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);  // [ROWS][kPad]
   unsigned char* body = smem + kQBytes;
-  __shared__ int s_cand[kMaxCand];
+  __shared__ long long s_cand[kMaxCand];     // (request << 32) | logical page, -1 invalid
   __shared__ int s_cand_phys[kMaxCand];
   __shared__ unsigned char s_first[kMaxCand];
-  __shared__ int s_pages[kMaxCand];
+  __shared__ long long s_key[kMaxCand];      // sorted union
   __shared__ int s_phys[kMaxCand];
-  __shared__ unsigned s_mask[kMaxCand];
+  __shared__ unsigned s_mask[kMaxCand];      // bit j: query row q0 + j selected the page
+  __shared__ int s_qb[32];
+  __shared__ long long s_qpos[32];
   __shared__ int s_count;
 
   const int G = p.num_q_heads / p.num_kv_heads;
-  const int Q = p.queries_per_request;
-  const int rows_per_req = Q * G;
-  const int mblocks = (rows_per_req + kRowsPerCta - 1) / kRowsPerCta;
-  const int mb = blockIdx.x % mblocks;
-  const int g = (blockIdx.x / mblocks) % p.num_kv_heads;
-  const int b = blockIdx.x / (mblocks * p.num_kv_heads);
+  const int R = p.queries_per_cta;
+  const int nqb = (p.num_rows + R - 1) / R;
+  const int qb = blockIdx.x % nqb;
+  const int g = blockIdx.x / nqb;
   const int split = blockIdx.y;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const long long seq_len = p.seq_lens[b * p.seq_lens_stride];
-  const int row0 = mb * kRowsPerCta;                       // first row of the block
-  const int j0 = row0 / G;                                 // first draft of the block
-  const int j1 = min(Q - 1, (row0 + kRowsPerCta - 1) / G); // last draft of the block
-  const int ndrafts = j1 - j0 + 1;
+  const long long q0 = static_cast<long long>(qb) * R;
+  const int nq = static_cast<int>(min(static_cast<long long>(R), p.num_rows - q0));
+  const int nrows = nq * G;  // valid tile rows
   const int K = p.topk_k;
-  const long long req_pages = (seq_len + 127) / 128;
 
-  // 1. Candidates: every (draft, top-k entry) of the block, validated (D1).
+  if (tid < nq) {
+    int b;
+    long long pos;
+    locate_row(p, q0 + tid, &b, &pos);
+    s_qb[tid] = b;
+    s_qpos[tid] = pos;
+  }
   if (tid == 0) s_count = 0;
-  for (int c = tid; c < ndrafts * K; c += kThreads) {
-    const int j = j0 + c / K, k = c % K;
-    const long long pos = seq_len - Q + j;
-    const long long qrow = static_cast<long long>(b) * Q + j;
-    int e = p.topk[qrow * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
+  __syncthreads();
+  // 1. Candidates: every (query row, top-k entry) of the block, validated (D1).
+  for (int c = tid; c < nq * K; c += kThreads) {
+    const int j = c / K, k = c % K;
+    const int b = s_qb[j];
+    const long long pos = s_qpos[j];
+    const long long seq_len = p.seq_lens[static_cast<long long>(b) * p.seq_lens_stride];
+    const long long req_pages = (seq_len + 127) / 128;
+    const long long e = p.topk[(q0 + j) * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
+    long long key = -1;
     int phys = -1;
-    if (pos < 0 || e < 0 || e >= req_pages || e > pos / 128 || e >= p.bt_width) {
-      e = -1;
-    } else {
-      phys = p.block_table[b * p.bt_stride[0] + static_cast<long long>(e) * p.bt_stride[1]];
-      if (phys < 0 || phys >= p.num_pages) e = -1;
+    if (pos >= 0 && e >= 0 && e < req_pages && e <= pos / 128 && e < p.bt_width) {
+      phys = p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]];
+      if (phys >= 0 && phys < p.num_pages) key = (static_cast<long long>(b) << 32) | e;
     }
-    s_cand[c] = e;
+    s_cand[c] = key;
     s_cand_phys[c] = phys;
   }
-  // Q tile: rows >= Q*G zero; e4m3 converted exactly to bf16.
-  for (int c = tid; c < kRowsPerCta * 16; c += kThreads) {
+  // Q tile: rows >= nrows zero; e4m3 converted exactly to f16.
+  for (int c = tid; c < ROWS * 16; c += kThreads) {
     const int r = c >> 4, ch = c & 15;
-    const int gr = row0 + r;
     unsigned w[4] = {0u, 0u, 0u, 0u};
-    if (gr < rows_per_req) {
-      const long long qrow = static_cast<long long>(b) * Q + gr / G;
-      const std::int64_t off = qrow * p.q_row_stride + (g * G + gr % G) * p.q_head_stride + ch * 8;
+    if (r < nrows) {
+      const long long qrow = q0 + r / G;
+      const std::int64_t off = qrow * p.q_row_stride + (g * G + r % G) * p.q_head_stride + ch * 8;
       if (FP8P) {
         const uint2 in = *reinterpret_cast<const uint2*>(static_cast<const unsigned char*>(p.q) + off);
         const unsigned char* bq = reinterpret_cast<const unsigned char*>(&in);
@@ -257,23 +287,23 @@ __global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(c
     *reinterpret_cast<uint4*>(sQ + r * kPad + ch * 8) = make_uint4(w[0], w[1], w[2], w[3]);
   }
   __syncthreads();
-  // 2. First occurrence of each page id.
-  const int ncand = ndrafts * K;
+  // 2. First occurrence of each key.
+  const int ncand = nq * K;
   for (int c = tid; c < ncand; c += kThreads) {
-    const int e = s_cand[c];
+    const long long e = s_cand[c];
     bool first = e >= 0;
     for (int k = 0; k < c && first; ++k) first = s_cand[k] != e;
     s_first[c] = first;
   }
   __syncthreads();
-  // 3. Sorted union: rank of a page = number of distinct smaller ids; masks of drafts.
+  // 3. Sorted union: rank of a key = number of distinct smaller keys; row masks.
   for (int c = tid; c < ncand; c += kThreads) {
-    const int e = s_cand[c];
+    const long long e = s_cand[c];
     if (e < 0) continue;
     int rank = 0;
     for (int k = 0; k < ncand; ++k) rank += (s_first[k] && s_cand[k] < e) ? 1 : 0;
     if (s_first[c]) {
-      s_pages[rank] = e;
+      s_key[rank] = e;
       s_phys[rank] = s_cand_phys[c];
       s_mask[rank] = 0u;
       atomicAdd(&s_count, 1);
@@ -281,7 +311,7 @@ __global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(c
   }
   __syncthreads();
   for (int c = tid; c < ncand; c += kThreads) {
-    const int e = s_cand[c];
+    const long long e = s_cand[c];
     if (e < 0) continue;
     int rank = 0;
     for (int k = 0; k < ncand; ++k) rank += (s_first[k] && s_cand[k] < e) ? 1 : 0;
@@ -295,21 +325,21 @@ __global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(c
   const int end = min(n, begin + per);
   const float c2 = p.c * kLog2e;
 
-  // This thread's two rows (r0 = lane/4, r1 = r0 + 8 of the warp's 16).
+  // This thread's two tile rows (r0 = lane/4, r1 = r0 + 8 of the warp's 16).
   int rj[2], rlast[2];
   long long rlocal[2];
   bool rvalid[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int gr = row0 + warp * 16 + (lane >> 2) + 8 * r;
-    rvalid[r] = gr < rows_per_req;
-    rj[r] = rvalid[r] ? gr / G - j0 : 0;
-    const long long pos = seq_len - Q + (rvalid[r] ? gr / G : 0);
-    rlocal[r] = pos >= 0 ? pos / 128 : -1;
+    const int gr = warp * 16 + (lane >> 2) + 8 * r;
+    rvalid[r] = gr < nrows;
+    rj[r] = rvalid[r] ? gr / G : 0;
+    const long long pos = s_qpos[rj[r]];
+    rlocal[r] = pos >= 0 ? ((static_cast<long long>(s_qb[rj[r]]) << 32) | (pos / 128)) : -2;
     rlast[r] = pos >= 0 ? static_cast<int>(pos % 128) : -1;
     if (pos < 0) rvalid[r] = false;
   }
-  const bool warp_has_rows = row0 + warp * 16 < rows_per_req;
+  const bool warp_has_rows = warp * 16 < nrows;
 
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
@@ -346,13 +376,13 @@ __global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(c
         V_ = reinterpret_cast<const __nv_bfloat16*>(cv);
       }
       // Visible tokens of this page for the thread's rows: t <= limit (-1: none).
-      const int logical = s_pages[i];
+      const long long key = s_key[i];
       const unsigned mask = s_mask[i];
       int limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const bool sees = rvalid[r] && ((mask >> rj[r]) & 1u);
-        limit[r] = !sees ? -1 : (logical == rlocal[r] ? rlast[r] : 127);
+        limit[r] = !sees ? -1 : (key == rlocal[r] ? rlast[r] : 127);
       }
       const bool warp_sees = __any_sync(0xffffffffu, limit[0] >= 0 || limit[1] >= 0);
       if (warp_has_rows && warp_sees) {
@@ -446,9 +476,9 @@ __global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(c
   if (!warp_has_rows) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int gr = row0 + warp * 16 + (lane >> 2) + 8 * r;
-    if (gr >= rows_per_req) continue;
-    const long long qrow = static_cast<long long>(b) * Q + gr / G;
+    const int gr = warp * 16 + (lane >> 2) + 8 * r;
+    if (gr >= nrows) continue;
+    const long long qrow = q0 + gr / G;
     const int h = g * G + gr % G;
     const bool empty = m[r] == -INFINITY;
     const float inv = empty ? 0.0f : 1.0f / l[r];
@@ -477,7 +507,7 @@ __global__ void __launch_bounds__(Cta<ROWS>::kThreads, 1) sparse_decode_kernel(c
 }
 
 // Merges the per-split (O, LSE) pairs: one CTA of 128 threads (dims) per (row, head).
-__global__ void __launch_bounds__(128) sparse_decode_combine(const DecodeParams p) {
+__global__ void __launch_bounds__(128) sparse_attention_combine(const DecodeParams p) {
   const int row = blockIdx.x / p.num_q_heads;
   const int h = blockIdx.x % p.num_q_heads;
   const int d = threadIdx.x;
@@ -503,36 +533,47 @@ __global__ void __launch_bounds__(128) sparse_decode_combine(const DecodeParams 
 template <int FMT, bool FP8P, int ROWS>
 cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
   constexpr int smem = Layout<FMT, ROWS>::kSmemBytes;
-  static cudaError_t attr = cudaFuncSetAttribute(sparse_decode_kernel<FMT, FP8P, ROWS>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (attr != cudaSuccess) return attr;
-  const int rows_per_req = p.queries_per_request * (p.num_q_heads / p.num_kv_heads);
-  const int mblocks = (rows_per_req + ROWS - 1) / ROWS;
-  const int batch = p.num_rows / p.queries_per_request;
-  dim3 grid(batch * p.num_kv_heads * mblocks, p.num_splits);
-  sparse_decode_kernel<FMT, FP8P, ROWS><<<grid, Cta<ROWS>::kThreads, smem, stream>>>(p);
+  // The shared-memory opt-in is per device: set it once per device ordinal (retried
+  // after a failure).
+  static bool configured[64] = {};
+  int dev = 0;
+  cudaError_t err0 = cudaGetDevice(&dev);
+  if (err0 != cudaSuccess) return err0;
+  if (dev < 0 || dev >= 64 || !configured[dev]) {
+    err0 = cudaFuncSetAttribute(sparse_attention_kernel<FMT, FP8P, ROWS>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err0 != cudaSuccess) return err0;
+    if (dev >= 0 && dev < 64) configured[dev] = true;
+  }
+  const long long nqb = (static_cast<long long>(p.num_rows) + p.queries_per_cta - 1) / p.queries_per_cta;
+  dim3 grid(static_cast<unsigned>(nqb * p.num_kv_heads), p.num_splits);
+  sparse_attention_kernel<FMT, FP8P, ROWS><<<grid, Cta<ROWS>::kThreads, smem, stream>>>(p);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || p.num_splits == 1) return err;
-  sparse_decode_combine<<<p.num_rows * p.num_q_heads, 128, 0, stream>>>(p);
+  sparse_attention_combine<<<p.num_rows * p.num_q_heads, 128, 0, stream>>>(p);
   return cudaGetLastError();
-}
-
-/// 128-row CTAs (8 warps) when a request's rows fill them, else 64-row CTAs.
-int rows_per_cta(int queries_per_request, int num_q_heads, int num_kv_heads) {
-  return queries_per_request * (num_q_heads / num_kv_heads) > 64 ? 128 : 64;
 }
 
 template <int FMT, bool FP8P>
 cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
-  return rows_per_cta(p.queries_per_request, p.num_q_heads, p.num_kv_heads) == 128
-             ? launch_rows<FMT, FP8P, 128>(p, stream)
-             : launch_rows<FMT, FP8P, 64>(p, stream);
+  const int G = p.num_q_heads / p.num_kv_heads;
+  return p.queries_per_cta * G > 64 ? launch_rows<FMT, FP8P, 128>(p, stream)
+                                    : launch_rows<FMT, FP8P, 64>(p, stream);
 }
 
 }  // namespace
 
-int launch_sparse_decode(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream) {
+int queries_per_cta(bool prefill, int queries_per_request, int group) {
+  const int fit = 128 / group;  // query rows whose G heads fill a 128-row tile
+  if (!prefill && queries_per_request <= fit) return queries_per_request;  // one request per CTA
+  return fit < 32 ? fit : 32;
+}
+
+int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream) {
   if (p.num_rows == 0) return 0;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  if (p.queries_per_cta < 1 || p.queries_per_cta > 32 || p.queries_per_cta * G > 128)
+    return cudaErrorInvalidValue;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (kv_format) {
     case kBf16: return q_is_e4m3 ? cudaErrorInvalidValue : launch<kBf16, false>(p, s);
@@ -542,11 +583,8 @@ int launch_sparse_decode(const DecodeParams& p, int kv_format, bool q_is_e4m3, v
   }
 }
 
-int choose_num_splits(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
-                      int num_sms) {
-  const int rows_per_req = queries_per_request * (num_q_heads / num_kv_heads);
-  const int rows = rows_per_cta(queries_per_request, num_q_heads, num_kv_heads);
-  const long long ctas = static_cast<long long>(batch) * num_kv_heads * ((rows_per_req + rows - 1) / rows);
+int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms) {
+  const long long ctas = (num_rows + queries_per_cta - 1) / queries_per_cta * num_kv_heads;
   if (ctas <= 0) return 1;
   long long splits = (num_sms + ctas - 1) / ctas;  // one CTA per SM: fill one wave
   if (splits < 1) splits = 1;

@@ -1,16 +1,17 @@
-// Internal: SM90 sparse decode attention (spec 3.1-3.4, 3.6, D1, D4-D7).
+// Internal: SM90 sparse attention for decode and prefill (spec 3.1-3.4, 3.6, D1, D4-D7).
 // Host-side interface, includable from plain C++ (no CUDA types).
 //
-// Design (v2): one CTA of 4 warps per (request, KV head, block of 64 query rows, KV
-// split); rows are the request's drafts x the G query heads of the KV head. The CTA
-// builds the sorted union of its drafts' valid top-k pages (D1 skipping rules, one bit
-// per draft) and stages each union page's K and V (128 x 128) once in shared memory as
-// BF16 (FP8 and NVFP4 converted on chip: E4M3 and E4M3_sat(e2m1 x scale) values are
-// exact in BF16, so products equal the FP8 MMA's). Warp w owns rows [16w, 16w+16) and
-// all 128 tokens of a page: S = Q K^T and O = P V with mma.sync m16n8k16, online
-// softmax per row, a row masked where its draft did not select the page or beyond its
-// causal limit. With several splits a reduction kernel merges the per-split (O, LSE).
-// Pages are double buffered with cp.async.
+// Design: one CTA of 4 or 8 warps per (block of R consecutive query rows, KV head, KV
+// split); tile rows are the R query rows x the G query heads of the KV head (decode: R =
+// the request's Q drafts when they fit a 128-row tile). The CTA builds the sorted union
+// of its rows' valid top-k pages, keyed by (request, logical page) (D1 skipping rules,
+// one bit per query row), and stages each union page's K and V (128 x 128) once in
+// shared memory: BF16 as is; FP8 and NVFP4 converted on chip to F16 (every E4M3 value
+// and E4M3_sat(e2m1 x scale) is exact in F16, so the F16 products equal the FP8 MMA's).
+// Warp w owns tile rows [16w, 16w+16) and all 128 tokens of a page: S = Q K^T and
+// O = P V with mma.sync m16n8k16, online softmax per row, a row masked where its query
+// did not select the page or beyond its causal limit. With several splits a reduction
+// kernel merges the per-split (O, LSE). Pages are double buffered with cp.async.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,14 @@ struct DecodeParams {
   std::int64_t bt_width = 0;
   const std::int32_t* seq_lens = nullptr;  // [B]
   std::int64_t seq_lens_stride = 1;
-  int num_rows = 0;            // B * Q
-  int queries_per_request = 1; // Q
+  // Prefill: cu_seqlens_q [B+1] (row r of request b at p = seq_len - q_len + r - cu[b]);
+  // nullptr for decode (row b*Q + j at p = seq_len - Q + j).
+  const std::int32_t* cu_seqlens = nullptr;
+  std::int64_t cu_stride = 1;
+  int batch = 0;               // B
+  int num_rows = 0;            // T (prefill) or B * Q (decode)
+  int queries_per_request = 1; // Q (decode)
+  int queries_per_cta = 1;     // R query rows per CTA (queries_per_cta(), R * G <= 128)
   int num_q_heads = 0;
   int num_kv_heads = 0;
   int topk_k = 16;
@@ -61,13 +68,17 @@ struct DecodeParams {
   float* lse_partial = nullptr;
 };
 
-/// kv_format: 0 = bf16, 1 = fp8, 2 = nvfp4 (flashmsa::KvFormat values); q_is_e4m3 selects
-/// the FP8 probability contract. Returns a cudaError_t value (0 = success).
-int launch_sparse_decode(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream);
+/// Query rows per CTA: decode keeps a request's Q drafts together when their Q*G rows
+/// fit a 128-row tile; otherwise (and for prefill) min(32, 128 / G) consecutive rows.
+int queries_per_cta(bool prefill, int queries_per_request, int group);
+
+/// Prefill and decode share the kernel. kv_format: 0 = bf16, 1 = fp8, 2 = nvfp4
+/// (flashmsa::KvFormat values); q_is_e4m3 selects the FP8 probability contract.
+/// Returns a cudaError_t value (0 = success).
+int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream);
 
 /// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 8 splits.
-int choose_num_splits(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
-                      int num_sms);
+int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms);
 
 /// Workspace floats needed for the given shape and split count (0 when splits == 1).
 std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits);

@@ -1,0 +1,269 @@
+// GPU sparse_attention_prefill against the CPU backend (policy D8), outputs poisoned with
+// NaN before each run. Varlen batches with prefix 0, prefixes ending mid-page, q_len 1,
+// every format, head split, LSE on/off, head-major top-k views, junk top-k entries.
+// Skips without a CUDA device; run on the H200 with build/test_cuda_prefill.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "flashmsa/flashmsa.h"
+#include "test_util.h"
+
+namespace flashmsa {
+namespace {
+
+using namespace cudatest;
+using testing::Rng;
+
+struct Req {
+  int q_len, prefix;
+};
+
+struct Case {
+  std::vector<Req> reqs;
+  int hq = 64, hkv = 4;
+  KvFormat format = KvFormat::bf16;
+  bool v_swizzled = false;
+  bool with_lse = true;
+  bool head_major_topk = false;
+  bool messy = false;
+  std::uint64_t seed = 1;
+};
+
+struct Inputs {
+  HostTensor q, k, v, ks, vs, topk, block_table, cu, seq_lens;
+  TensorView topk_view;  // token-major view (possibly of head-major storage)
+  float q_scale = 1.0f, k_global = 1.0f, v_global = 1.0f;
+  int T = 0;
+};
+
+void fill_e4m3_uniform(HostTensor& t, float scale, std::uint64_t seed) {
+  std::uint64_t s = seed | 1;
+  auto* p = t.data<std::uint8_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    p[i] = float_to_e4m3_sat(static_cast<float>(static_cast<std::int32_t>(s >> 32)) * (2.0f / 2147483648.0f) / scale);
+  }
+}
+
+Inputs make_inputs(const Case& c) {
+  Rng rng(c.seed);
+  Inputs in;
+  const int B = static_cast<int>(c.reqs.size());
+  in.cu.reset(DType::i32, {B + 1});
+  in.seq_lens.reset(DType::i32, {B});
+  int width = 1, total_pages = 0;
+  for (int b = 0; b < B; ++b) {
+    const int seq = c.reqs[b].q_len + c.reqs[b].prefix;
+    in.cu.data<std::int32_t>()[b + 1] = in.cu.data<std::int32_t>()[b] + c.reqs[b].q_len;
+    in.seq_lens.data<std::int32_t>()[b] = seq;
+    width = std::max(width, (seq + 127) / 128);
+    total_pages += (seq + 127) / 128;
+  }
+  in.T = in.cu.data<std::int32_t>()[B];
+  const int num_pages = total_pages + 2;
+  std::vector<std::int32_t> perm = testing::random_permutation(num_pages, rng);
+  in.block_table.reset(DType::i32, {B, width});
+  int next = 0;
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < width; ++j)
+      in.block_table.data<std::int32_t>()[b * width + j] =
+          j < (in.seq_lens.data<std::int32_t>()[b] + 127) / 128 ? perm[next++] : perm[num_pages - 1];
+  // q, caches
+  if (c.format == KvFormat::bf16) {
+    in.q.reset(DType::bf16, {in.T, c.hq, 128});
+    fill_bf16_uniform(in.q, rng());
+    in.k.reset(DType::bf16, {num_pages, c.hkv, 128, 128});
+    in.v.reset(DType::bf16, {num_pages, c.hkv, 128, 128});
+    fill_bf16_uniform(in.k, rng());
+    fill_bf16_uniform(in.v, rng());
+  } else {
+    in.q.reset(DType::e4m3, {in.T, c.hq, 128});
+    in.q_scale = 1.0f / 16.0f;
+    fill_e4m3_uniform(in.q, in.q_scale, rng());
+    if (c.format == KvFormat::fp8) {
+      in.k_global = 1.0f / 32.0f;
+      in.v_global = 1.0f / 64.0f;
+      in.k.reset(DType::e4m3, {num_pages, c.hkv, 128, 128});
+      in.v.reset(DType::e4m3, {num_pages, c.hkv, 128, 128});
+      fill_e4m3_uniform(in.k, in.k_global, rng());
+      fill_e4m3_uniform(in.v, in.v_global, rng());
+    } else {
+      in.k_global = 0.25f;
+      in.v_global = 0.5f;
+      in.k.reset(DType::u8, {num_pages, c.hkv, 128, 64});
+      in.v.reset(DType::u8, {num_pages, c.hkv, 128, 64});
+      in.ks.reset(DType::u8, {num_pages, c.hkv, 128, 8});
+      in.vs.reset(DType::u8, {num_pages, c.hkv, 128, 8});
+      std::uniform_int_distribution<int> byte(0, 255), scale(0x28, 0x40);
+      for (std::int64_t i = 0; i < in.k.numel(); ++i) {
+        in.k.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(byte(rng));
+        in.v.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(byte(rng));
+      }
+      for (std::int64_t i = 0; i < in.ks.numel(); ++i) {
+        in.ks.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(scale(rng));
+        in.vs.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(scale(rng));
+      }
+    }
+  }
+  // top-k: local page + up to 15 random history pages, -1 padded (D1); storage token- or
+  // head-major, always seen through a token-major [T, Hkv, 16] view.
+  if (c.head_major_topk) {
+    in.topk.reset(DType::i32, {c.hkv, in.T, 16});
+    in.topk_view = make_strided_view(in.topk.view().data, DType::i32, {in.T, c.hkv, 16},
+                                     {16, static_cast<std::int64_t>(in.T) * 16, 1});
+  } else {
+    in.topk.reset(DType::i32, {in.T, c.hkv, 16});
+    in.topk_view = in.topk.view();
+  }
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < c.reqs[b].q_len; ++j) {
+      const int row = in.cu.data<std::int32_t>()[b] + j;
+      const int pos = c.reqs[b].prefix + j, local = pos / 128;
+      for (int g = 0; g < c.hkv; ++g) {
+        std::int32_t* e = in.topk.data<std::int32_t>() + in.topk_view.offset({row, g, 0});
+        std::vector<std::int32_t> hist(static_cast<std::size_t>(local));
+        for (int i = 0; i < local; ++i) hist[static_cast<std::size_t>(i)] = i;
+        std::shuffle(hist.begin(), hist.end(), rng);
+        const int nh = std::min(local, 15);
+        for (int k = 0; k < 16; ++k) e[k] = -1;
+        for (int k = 0; k < nh; ++k) e[k] = hist[static_cast<std::size_t>(k)];
+        e[nh] = local;
+        if (c.messy) {
+          if (nh + 1 < 16) e[nh + 1] = local + 1;  // future page: ignored
+          if (nh >= 2) e[1] = e[0];                // duplicate: counted once
+          if (nh >= 3) e[2] = 1 << 30;             // out of range: ignored
+        }
+      }
+    }
+  return in;
+}
+
+SparseAttentionPrefillArgs args_of(const Case& c, const Inputs& in, const TensorView& q,
+                                   const TensorView& k, const TensorView& v, const TensorView& ks,
+                                   const TensorView& vs, const TensorView& topk,
+                                   const TensorView& bt, const TensorView& cu,
+                                   const TensorView& seq, const TensorView& out,
+                                   const TensorView& lse) {
+  SparseAttentionPrefillArgs a;
+  a.q = q;
+  a.kv.format = c.format;
+  a.kv.k.data = k;
+  a.kv.v.data = v;
+  a.kv.k.global_scale = in.k_global;
+  a.kv.v.global_scale = in.v_global;
+  if (c.format == KvFormat::nvfp4) {
+    a.kv.k.block_scale = ks;
+    a.kv.v.block_scale = vs;
+    a.kv.v.scale_swizzled = c.v_swizzled;
+  }
+  a.topk_indices = topk;
+  a.block_table = bt;
+  a.cu_seqlens_q = cu;
+  a.seq_lens = seq;
+  a.q_scale = in.q_scale;
+  a.out = out;
+  a.lse = c.with_lse ? lse : TensorView{};
+  return a;
+}
+
+Result run_cpu(const Case& c, const Inputs& in) {
+  Result r;
+  r.out.reset(DType::bf16, {in.T, c.hq, 128});
+  r.lse.reset(DType::f32, {c.with_lse ? in.T : 0, c.hq});
+  Status s = sparse_attention_prefill(args_of(c, in, in.q.view(), in.k.view(), in.v.view(),
+                                              in.ks.view(), in.vs.view(), in.topk_view,
+                                              in.block_table.view(), in.cu.view(),
+                                              in.seq_lens.view(), r.out.view(), r.lse.view()));
+  EXPECT_TRUE(s.ok()) << s.message();
+  return r;
+}
+
+Result run_gpu(const Case& c, const Inputs& in) {
+  Result r;
+  r.out.reset(DType::bf16, {in.T, c.hq, 128});
+  r.lse.reset(DType::f32, {c.with_lse ? in.T : 0, c.hq});
+  DeviceTensor q(in.q), k(in.k), v(in.v), ks(in.ks), vs(in.vs), topk(in.topk), bt(in.block_table),
+      cu(in.cu), seq(in.seq_lens), out(r.out), lse(r.lse);
+  out.poison();
+  lse.poison();
+  TensorView topk_view = in.topk_view;
+  topk_view.data = topk.view().data;
+  topk_view.device = Device::cuda;
+  Status s = sparse_attention_prefill(args_of(c, in, q.view(), k.view(), v.view(), ks.view(),
+                                              vs.view(), topk_view, bt.view(), cu.view(),
+                                              seq.view(), out.view(), lse.view()));
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.download(r.out);
+  lse.download(r.lse);
+  return r;
+}
+
+void check_case(const Case& c, const std::string& what) {
+  const Inputs in = make_inputs(c);
+  expect_close(run_gpu(c, in), run_cpu(c, in), c.format != KvFormat::bf16, what);
+}
+
+const std::vector<Req> kMixed = {{1, 0}, {200, 0}, {77, 1000}, {300, 3968}, {129, 20000}};
+
+TEST(CudaPrefill, FormatsAndHeadSplits) {
+  REQUIRE_GPU();
+  const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}, {8, 8}};
+  std::uint64_t seed = 5;
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4})
+    for (auto& h : heads) {
+      Case c;
+      c.reqs = kMixed;
+      c.format = f;
+      c.hq = h[0];
+      c.hkv = h[1];
+      c.seed = seed++;
+      check_case(c, std::string(kv_format_name(f)) + " " + std::to_string(h[0]) + "/" + std::to_string(h[1]));
+    }
+}
+
+TEST(CudaPrefill, LseOffHeadMajorTopkMessyEntriesSwizzledScales) {
+  REQUIRE_GPU();
+  Case c;
+  c.reqs = {{50, 128}, {1, 5000}, {260, 0}};
+  c.format = KvFormat::nvfp4;
+  c.v_swizzled = true;
+  c.with_lse = false;
+  c.head_major_topk = true;
+  c.messy = true;
+  check_case(c, "nvfp4 lse off, head-major, messy");
+  c.format = KvFormat::bf16;
+  c.with_lse = true;
+  check_case(c, "bf16 head-major, messy");
+}
+
+TEST(CudaPrefill, SingleRequestLongChunk) {
+  REQUIRE_GPU();
+  Case c;
+  c.reqs = {{2048, 6144}};
+  c.hq = 16;
+  c.hkv = 1;
+  c.format = KvFormat::fp8;
+  check_case(c, "fp8 16/1 2048 rows");
+}
+
+TEST(CudaPrefill, BitwiseDeterministic) {
+  REQUIRE_GPU();
+  Case c;
+  c.reqs = kMixed;
+  c.format = KvFormat::fp8;
+  const Inputs in = make_inputs(c);
+  const Result a = run_gpu(c, in), b = run_gpu(c, in);
+  EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0);
+  EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0);
+}
+
+}  // namespace
+}  // namespace flashmsa
