@@ -18,6 +18,7 @@
 #include "flashmsa/cache.h"
 #include "flashmsa/host_tensor.h"
 #include "flashmsa/numerics.h"
+#include "flashmsa/version.h"
 #include "test_util.h"
 
 namespace {
@@ -856,18 +857,34 @@ TEST(CacheInsertRejects, NullTensors) {
 }
 
 TEST(CacheInsertRejects, CudaDevice) {
-  Fixture f;
+  // Mixed devices: the first tensor decides, the first one on the other device is named.
+  Fixture f(KvFormat::nvfp4);
   TensorView k = f.k.view();
   k.device = Device::cuda;
   Status st = cache_insert(k, f.v.view(), f.sm.view(), f.c.cache);
-  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
-  EXPECT_NE(st.message().find("'k'"), std::string::npos) << st.message();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("'v'"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("cuda"), std::string::npos) << st.message();
   PagedKvCache c = f.c.cache;
   c.v.data.device = Device::cuda;
   st = cache_insert(f.k.view(), f.v.view(), f.sm.view(), c);
-  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("'kv.v.data'"), std::string::npos) << st.message();
+  c = f.c.cache;
+  c.k.block_scale.device = Device::cuda;
+  st = cache_insert(f.k.view(), f.v.view(), f.sm.view(), c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'kv.k.block_scale'"), std::string::npos) << st.message();
+  if (!built_with_cuda()) {  // all on cuda in a CPU-only build: Unsupported
+    TensorView v = f.v.view(), sm = f.sm.view();
+    v.device = sm.device = Device::cuda;
+    c = f.c.cache;
+    for (TensorView* t : {&c.k.data, &c.v.data, &c.k.block_scale, &c.v.block_scale})
+      t->device = Device::cuda;
+    st = cache_insert(k, v, sm, c);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+    EXPECT_NE(st.message().find("device cuda"), std::string::npos) << st.message();
+  }
 }
 
 TEST(IndexCacheInsertRejects, Rules) {
@@ -902,9 +919,21 @@ TEST(IndexCacheInsertRejects, Rules) {
   expect_invalid(index_cache_insert(x.view(), sm.view(), cf), "index_k.data");
   TensorView xc = x.view();
   xc.device = Device::cuda;
-  const Status st = index_cache_insert(xc, sm.view(), c);
-  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
-  EXPECT_NE(st.message().find("'index_k'"), std::string::npos) << st.message();
+  Status st = index_cache_insert(xc, sm.view(), c);  // mixed devices
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'slot_mapping'"), std::string::npos) << st.message();
+  IndexKCache cc = c;
+  cc.block_scale.device = Device::cuda;
+  st = index_cache_insert(x.view(), sm.view(), cc);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'index_k.block_scale'"), std::string::npos) << st.message();
+  if (!built_with_cuda()) {
+    TensorView smc = sm.view();
+    smc.device = Device::cuda;
+    cc.data.device = Device::cuda;
+    st = index_cache_insert(xc, smc, cc);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  }
 }
 
 TEST(ViewsRejects, PackedKvViews) {
@@ -982,9 +1011,15 @@ TEST(QuantizeQueryRejects, Rules) {
   expect_invalid(quantize_query_e4m3(q.view(), 1.0f, os), "out", "innermost stride 1");
   TensorView qc = q.view();
   qc.device = Device::cuda;
-  const Status st = quantize_query_e4m3(qc, 1.0f, out.view());
-  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
-  EXPECT_NE(st.message().find("'q'"), std::string::npos) << st.message();
+  Status st = quantize_query_e4m3(qc, 1.0f, out.view());  // mixed devices
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'out'"), std::string::npos) << st.message();
+  if (!built_with_cuda()) {
+    TensorView oc = out.view();
+    oc.device = Device::cuda;
+    st = quantize_query_e4m3(qc, 1.0f, oc);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  }
 }
 
 TEST(Nvfp4ToFp8Rejects, Rules) {
@@ -1010,9 +1045,15 @@ TEST(Nvfp4ToFp8Rejects, Rules) {
   expect_invalid(nvfp4_to_fp8(p.view(), ss, o.view()), "scale", "innermost stride 1");
   TensorView oc = o.view();
   oc.device = Device::cuda;
-  const Status st = nvfp4_to_fp8(p.view(), s.view(), oc);
-  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  Status st = nvfp4_to_fp8(p.view(), s.view(), oc);  // mixed devices
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("'out'"), std::string::npos) << st.message();
+  if (!built_with_cuda()) {
+    TensorView pc = p.view(), sc = s.view();
+    pc.device = sc.device = Device::cuda;
+    st = nvfp4_to_fp8(pc, sc, oc);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  }
 }
 
 }  // namespace

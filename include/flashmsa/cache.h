@@ -2,6 +2,20 @@
 //
 // Geometry (spec D10): page_size = 128 tokens, head_dim = 128, num_kv_heads 1..8.
 // A "slot" is physical_page * 128 + offset_in_page; slot < 0 means "skip this token".
+//
+// Devices: every write-path op runs on the CPU when its tensors are on Device::cpu and
+// on the GPU (SM90 kernels, asynchronous on `stream`, nullptr = default stream) when
+// they are ALL on Device::cuda; the first tensor decides and a tensor on the other
+// device is an InvalidArgument naming it. A build without CUDA kernels returns
+// Unsupported for all-cuda arguments (after the same argument checks). The GPU writes
+// bytes identical to the CPU backend, with two documented differences that come from
+// not reading tensor contents on the host:
+//   * slot_mapping is not range-checked: a slot >= num_pages*128 is SKIPPED (like a
+//     negative slot) instead of being an InvalidArgument, and never written;
+//   * duplicate slots (two tokens with the same slot >= 0): the CPU writes the last
+//     token; on the GPU the bytes of that cache row (data and block scales) are
+//     UNSPECIFIED (possibly a mix of the tokens). Rows of unique slots are unaffected.
+//     vLLM's slot mappings never repeat a slot within a call.
 #pragma once
 
 #include <cstdint>
@@ -87,33 +101,39 @@ Status nvfp4_head_slot_views(const TensorView& kv, bool k_swizzled, bool v_swizz
 ///   cache         any KvFormat; fp8 stores E4M3_sat(x / global_scale); nvfp4 quantises
 ///                 each 16-dim block with nvfp4_quantize_block16(x, global_scale)
 /// Alignment: k, v and the cache data 16-byte aligned (address and outer strides).
-/// All checks run before any byte is written; duplicate slots: the last token wins.
+/// All checks run before any byte is written; duplicate slots: the last token wins
+/// (CPU; unspecified row on the GPU, see the top of this file).
 /// Errors: InvalidArgument naming the argument for dtype/rank/shape/stride/alignment
-/// mismatches, Hkv of k/v vs cache, 'slot_mapping[i]' >= num_pages*128;
-/// Unsupported for tensors on cuda until the GPU write path exists.
+/// mismatches, mixed devices, Hkv of k/v vs cache, 'slot_mapping[i]' >= num_pages*128
+/// (CPU only: the GPU skips such slots); Unsupported for cuda tensors in a build
+/// without CUDA kernels.
 Status cache_insert(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
-                    const PagedKvCache& cache);
+                    const PagedKvCache& cache, void* stream = nullptr);
 
 /// Writes index keys into an index-K cache (spec 2.1 items 4-5).
 ///   index_k       bf16 [T, 128]
 ///   slot_mapping  i32 [T] (index cache slot mapping; slot < 0 skips)
 ///   cache         bf16: copy; fp8: E4M3_sat(x) (no scale); nvfp4: block quantisation
 /// index_k and the cache data 16-byte aligned. Errors: InvalidArgument naming the
-/// argument ('index_k', 'slot_mapping[i]', 'index_k.data', ...); Unsupported on cuda.
+/// argument ('index_k', 'slot_mapping[i]' (CPU only), 'index_k.data', ...);
+/// Unsupported for cuda tensors in a build without CUDA kernels. GPU: as cache_insert.
 Status index_cache_insert(const TensorView& index_k, const TensorView& slot_mapping,
-                          const IndexKCache& cache);
+                          const IndexKCache& cache, void* stream = nullptr);
 
 /// FP8 query quantisation (D7, spec 5.1): q8 = E4M3_sat(q / q_scale).
 ///   q      bf16 [T, H, 128];  out  e4m3 [T, H, 128];  q_scale > 0 and finite.
 /// Innermost strides 1, 16-byte aligned. Errors: InvalidArgument naming 'q', 'out' or
-/// 'q_scale'; Unsupported on cuda.
-Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView& out);
+/// 'q_scale'; Unsupported for cuda tensors in a build without CUDA kernels.
+Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView& out,
+                          void* stream = nullptr);
 
 /// Dense NVFP4 -> E4M3 conversion, bitwise per spec 5.3:
 ///   out[r, d] = nvfp4_to_e4m3(code(packed[r, d/2], d%2), scale[r, d/16])
 ///   packed u8 [R, 64]; scale e4m3 (or u8) [R, 8]; out e4m3 [R, 128]; innermost strides 1;
 ///   packed and out 16-byte aligned (scale rows are 8 bytes apart: not required).
-/// Errors: InvalidArgument naming 'packed', 'scale' or 'out'; Unsupported on cuda.
-Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const TensorView& out);
+/// Errors: InvalidArgument naming 'packed', 'scale' or 'out'; Unsupported for cuda
+/// tensors in a build without CUDA kernels.
+Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const TensorView& out,
+                    void* stream = nullptr);
 
 }  // namespace flashmsa

@@ -2,12 +2,14 @@
 //
 // Semantics: shared/spec/msa-semantics.md (section D is binding). Entry points:
 //   cache.h      cache_insert, index_cache_insert, quantize_query_e4m3, nvfp4_to_fp8
+//   fused.h      fused_qknorm_rope_insert (projection row -> norm + RoPE -> caches, q)
 //   indexer.h    indexer_prefill, indexer_decode, topk_select
 //   attention.h  sparse_attention_prefill, SparseDecodePlan (plan / run)
 #pragma once
 
 #include "flashmsa/attention.h"
 #include "flashmsa/cache.h"
+#include "flashmsa/fused.h"
 #include "flashmsa/host_tensor.h"
 #include "flashmsa/indexer.h"
 #include "flashmsa/numerics.h"

@@ -1,16 +1,20 @@
 // FlashMSA — cache views and the CPU write path (spec 4.1-4.4, 5.1-5.3, D3, D7).
 //
 // Every function validates its arguments completely before touching memory; a failed
-// call leaves every output byte untouched. Inserts are parallelised over tokens with
-// detail::parallel_for; duplicate slots are resolved deterministically (the LAST token
-// with a given slot wins, exactly as a sequential loop would), so the result is
-// bitwise identical for any thread count (D9).
+// call leaves every output byte untouched. With every tensor on Device::cuda the same
+// shape/dtype/stride/alignment checks run, host reads of tensor contents are skipped
+// (slot_mapping stays on the device) and the SM90 kernels of
+// src/cuda/sm90/cache_kernels.cu are launched on `stream` (bytes identical to the CPU).
+// CPU inserts are parallelised over tokens with detail::parallel_for; duplicate slots
+// are resolved deterministically (the LAST token with a given slot wins, exactly as a
+// sequential loop would), so the result is bitwise identical for any thread count (D9).
 #include "flashmsa/cache.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +22,10 @@
 #include "common/parallel.h"
 #include "common/validate.h"
 #include "flashmsa/numerics.h"
+
+#ifdef FLASHMSA_WITH_CUDA
+#include "cuda/sm90/cache_kernels.h"
+#endif
 
 namespace flashmsa {
 
@@ -34,25 +42,53 @@ constexpr std::int64_t kHeadSlotBytesPerHead = 128 * 72;   // 9216
 constexpr std::int64_t kHeadSlotDataBytesPerHead = 128 * 64;  // 8192
 constexpr std::int64_t kHeadSlotScaleBytesPerHead = 128 * 8;  // 1024
 
-// Unsupported status for CUDA memory, naming the offending argument.
-Status cuda_unsupported(const char* op, const std::string& arg) {
+// Device rule shared by every op: the first defined tensor decides the device; a tensor
+// on the other device is an InvalidArgument naming it. *on_cuda tells which path runs.
+using NamedView = std::pair<const char*, const TensorView*>;
+Status resolve_device(const char* op, std::initializer_list<NamedView> views, bool* on_cuda) {
+  const TensorView* first = nullptr;
+  for (const auto& nv : views) {
+    if (!nv.second->defined()) continue;
+    if (first == nullptr) first = nv.second;
+    FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, nv.first, *nv.second, first->device));
+  }
+  *on_cuda = first != nullptr && first->device == Device::cuda;
+  return Status::Ok();
+}
+
+#ifdef FLASHMSA_WITH_CUDA
+Status cuda_status(const char* op, int err) {
+  if (err == 0) return Status::Ok();
+  return Status::Internal(op, std::string("kernel launch failed: ") + cuda::cache_error_string(err));
+}
+
+// Byte strides of a cache side for the kernels (data: page, head, token; scales: page,
+// head, token, group). Index caches have no head dimension: head stride 0.
+cuda::CacheSideParams side_params(const TensorView& data, const TensorView& scale, bool swizzled,
+                                  float global_scale, bool has_heads) {
+  cuda::CacheSideParams s;
+  const std::int64_t es = static_cast<std::int64_t>(dtype_size(data.dtype));
+  s.data = static_cast<unsigned char*>(data.data);
+  s.data_stride[0] = data.stride[0] * es;
+  s.data_stride[1] = has_heads ? data.stride[1] * es : 0;
+  s.data_stride[2] = (has_heads ? data.stride[2] : data.stride[1]) * es;
+  if (scale.defined()) {
+    s.scale = static_cast<unsigned char*>(scale.data);  // e4m3 / u8: 1 byte per element
+    s.scale_stride[0] = scale.stride[0];
+    s.scale_stride[1] = has_heads ? scale.stride[1] : 0;
+    s.scale_stride[2] = has_heads ? scale.stride[2] : scale.stride[1];
+    s.scale_stride[3] = has_heads ? scale.stride[3] : scale.stride[2];
+  }
+  s.swizzled = swizzled;
+  s.global_scale = global_scale;
+  return s;
+}
+#else
+Status cuda_unsupported(const char* op) {
   return Status::Unsupported(op, "device cuda",
-                             std::string("this build has no CUDA kernels for ") + op +
-                                 " yet (argument '" + arg + "' is on cuda)");
+                             "this build of FlashMSA has no CUDA kernels (configure with nvcc)");
 }
-
-Status check_cpu(const char* op, const std::string& arg, const TensorView& t) {
-  if (t.defined() && t.device != Device::cpu) return cuda_unsupported(op, arg);
-  return Status::Ok();
-}
-
-Status check_cpu_side(const char* op, const std::string& arg, const PagedCacheSide& side,
-                      KvFormat format) {
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, arg + ".data", side.data));
-  if (format == KvFormat::nvfp4)
-    FLASHMSA_RETURN_IF_ERROR(check_cpu(op, arg + ".block_scale", side.block_scale));
-  return Status::Ok();
-}
+#endif
 
 // slot_mapping: defined, i32, rank 1, shape [T], non-negative stride.
 Status check_slot_mapping_tensor(const char* op, const TensorView& slots, std::int64_t t) {
@@ -269,16 +305,20 @@ Status nvfp4_head_slot_views(const TensorView& kv, bool k_swizzled, bool v_swizz
 // Inserts
 
 Status cache_insert(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
-                    const PagedKvCache& cache) {
+                    const PagedKvCache& cache, void* stream) {
   const char* op = "cache_insert";
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "k", k));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "v", v));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "slot_mapping", slot_mapping));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "k", k));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "v", v));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "slot_mapping", slot_mapping));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu_side(op, "kv.k", cache.k, cache.format));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu_side(op, "kv.v", cache.v, cache.format));
+  const bool nvfp4 = cache.format == KvFormat::nvfp4;
+  const TensorView none;
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op,
+      {{"k", &k}, {"v", &v}, {"slot_mapping", &slot_mapping}, {"kv.k.data", &cache.k.data},
+       {"kv.k.block_scale", nvfp4 ? &cache.k.block_scale : &none},
+       {"kv.v.data", &cache.v.data}, {"kv.v.block_scale", nvfp4 ? &cache.v.block_scale : &none}},
+      &on_cuda));
 
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "k", k, {DType::bf16}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "k", k, {-1, -1, kHeadDim}));
@@ -298,6 +338,34 @@ Status cache_insert(const TensorView& k, const TensorView& v, const TensorView& 
                                    "num_kv_heads (dim 1) = " + to_string(hkv) + " as the cache",
                                    k.describe());
 
+  if (on_cuda) {
+    // slot_mapping contents stay on the device: the kernel skips slots outside
+    // [0, num_pages*128) instead of rejecting them (cache.h).
+#ifdef FLASHMSA_WITH_CUDA
+    cuda::CacheInsertParams p;
+    const TensorView* src[2] = {&k, &v};
+    const PagedCacheSide* sides[2] = {&cache.k, &cache.v};
+    for (int i = 0; i < 2; ++i) {
+      p.src[i] = src[i]->ptr<const std::uint16_t>();
+      p.src_stride[i][0] = src[i]->stride[0];
+      p.src_stride[i][1] = src[i]->stride[1];
+      p.side[i] = side_params(sides[i]->data, nvfp4 ? sides[i]->block_scale : none,
+                              nvfp4 && sides[i]->scale_swizzled, sides[i]->global_scale, true);
+    }
+    p.slots = slot_mapping.ptr<const std::int32_t>();
+    p.slot_stride = slot_mapping.stride[0];
+    p.num_tokens = t;
+    p.num_heads = static_cast<int>(hkv);
+    p.num_sides = 2;
+    p.num_slots = num_pages * kPageSize;
+    p.format = static_cast<int>(cache.format);
+    return cuda_status(op, cuda::launch_cache_insert(p, stream));
+#else
+    (void)stream;
+    return cuda_unsupported(op);
+#endif
+  }
+
   std::vector<std::int64_t> slot_of;
   std::vector<char> write;
   FLASHMSA_RETURN_IF_ERROR(resolve_slots(op, slot_mapping, num_pages, &slot_of, &write));
@@ -314,15 +382,18 @@ Status cache_insert(const TensorView& k, const TensorView& v, const TensorView& 
 }
 
 Status index_cache_insert(const TensorView& index_k, const TensorView& slot_mapping,
-                          const IndexKCache& cache) {
+                          const IndexKCache& cache, void* stream) {
   const char* op = "index_cache_insert";
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "index_k", index_k));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "slot_mapping", slot_mapping));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "index_k", index_k));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "slot_mapping", slot_mapping));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "index_k.data", cache.data));
-  if (cache.format == KvFormat::nvfp4)
-    FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "index_k.block_scale", cache.block_scale));
+  const bool nvfp4 = cache.format == KvFormat::nvfp4;
+  const TensorView none;
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op,
+      {{"index_k", &index_k}, {"slot_mapping", &slot_mapping}, {"index_k.data", &cache.data},
+       {"index_k.block_scale", nvfp4 ? &cache.block_scale : &none}},
+      &on_cuda));
 
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "index_k", index_k, {DType::bf16}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "index_k", index_k, {-1, kHeadDim}));
@@ -335,6 +406,26 @@ Status index_cache_insert(const TensorView& index_k, const TensorView& slot_mapp
   FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, cache, &num_pages));
   // Index-K fp8 has no scale (spec 2.1 item 4): E4M3_sat(x), i.e. RowWriter with scale 1.
   const float gs = cache.format == KvFormat::nvfp4 ? cache.global_scale : 1.0f;
+
+  if (on_cuda) {  // slots outside [0, num_pages*128) are skipped by the kernel (cache.h)
+#ifdef FLASHMSA_WITH_CUDA
+    cuda::CacheInsertParams p;
+    p.src[0] = index_k.ptr<const std::uint16_t>();
+    p.src_stride[0][0] = index_k.stride[0];
+    p.side[0] = side_params(cache.data, nvfp4 ? cache.block_scale : none, false, gs, false);
+    p.slots = slot_mapping.ptr<const std::int32_t>();
+    p.slot_stride = slot_mapping.stride[0];
+    p.num_tokens = t;
+    p.num_heads = 1;
+    p.num_sides = 1;
+    p.num_slots = num_pages * kPageSize;
+    p.format = static_cast<int>(cache.format);
+    return cuda_status(op, cuda::launch_cache_insert(p, stream));
+#else
+    (void)stream;
+    return cuda_unsupported(op);
+#endif
+  }
 
   std::vector<std::int64_t> slot_of;
   std::vector<char> write;
@@ -367,12 +458,13 @@ Status index_cache_insert(const TensorView& index_k, const TensorView& slot_mapp
 // ---------------------------------------------------------------------------
 // Conversions
 
-Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView& out) {
+Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView& out,
+                          void* stream) {
   const char* op = "quantize_query_e4m3";
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "q", q));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "out", out));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "q", q));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "out", out));
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(op, {{"q", &q}, {"out", &out}}, &on_cuda));
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "q", q, {DType::bf16}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "q", q, {-1, -1, kHeadDim}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_inner_contiguous(op, "q", q));
@@ -383,6 +475,25 @@ Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView&
   FLASHMSA_RETURN_IF_ERROR(detail::check_inner_contiguous(op, "out", out));
   FLASHMSA_RETURN_IF_ERROR(detail::check_aligned16(op, "out", out));
   FLASHMSA_RETURN_IF_ERROR(detail::check_positive_finite(op, "q_scale", q_scale));
+
+  if (on_cuda) {
+#ifdef FLASHMSA_WITH_CUDA
+    cuda::QuantizeQueryParams p;
+    p.q = q.ptr<const std::uint16_t>();
+    p.q_stride[0] = q.stride[0];
+    p.q_stride[1] = q.stride[1];
+    p.out = out.ptr<unsigned char>();
+    p.out_stride[0] = out.stride[0];
+    p.out_stride[1] = out.stride[1];
+    p.num_tokens = q.shape[0];
+    p.num_heads = static_cast<int>(q.shape[1]);
+    p.q_scale = q_scale;
+    return cuda_status(op, cuda::launch_quantize_query_e4m3(p, stream));
+#else
+    (void)stream;
+    return cuda_unsupported(op);
+#endif
+  }
 
   const std::int64_t heads = q.shape[1];
   const std::int64_t rows = q.shape[0] * heads;
@@ -396,14 +507,15 @@ Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView&
   return Status::Ok();
 }
 
-Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const TensorView& out) {
+Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const TensorView& out,
+                    void* stream) {
   const char* op = "nvfp4_to_fp8";
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "packed", packed));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "scale", scale));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "out", out));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "packed", packed));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "scale", scale));
-  FLASHMSA_RETURN_IF_ERROR(check_cpu(op, "out", out));
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op, {{"packed", &packed}, {"scale", &scale}, {"out", &out}}, &on_cuda));
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "packed", packed, {DType::u8}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "packed", packed, {-1, kHeadDim / 2}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_inner_contiguous(op, "packed", packed));
@@ -416,6 +528,23 @@ Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const Ten
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "out", out, {r, kHeadDim}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_inner_contiguous(op, "out", out));
   FLASHMSA_RETURN_IF_ERROR(detail::check_aligned16(op, "out", out));
+
+  if (on_cuda) {
+#ifdef FLASHMSA_WITH_CUDA
+    cuda::Nvfp4ToFp8Params p;
+    p.packed = packed.ptr<const unsigned char>();
+    p.packed_stride = packed.stride[0];
+    p.scale = scale.ptr<const unsigned char>();
+    p.scale_stride = scale.stride[0];
+    p.out = out.ptr<unsigned char>();
+    p.out_stride = out.stride[0];
+    p.rows = r;
+    return cuda_status(op, cuda::launch_nvfp4_to_fp8(p, stream));
+#else
+    (void)stream;
+    return cuda_unsupported(op);
+#endif
+  }
 
   // 16 x 256 table of nvfp4_to_e4m3(code, scale): exact product, one saturating RNE.
   static const std::vector<std::uint8_t> table = [] {
