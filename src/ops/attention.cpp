@@ -115,6 +115,26 @@ inline std::int32_t read_i32(const TensorView& t, std::int64_t i) {
   return t.ptr<const std::int32_t>()[i * t.stride[0]];
 }
 
+/// Every defined tensor of a prefill or decode call (both structs name them alike) must
+/// be on `device`; the error names the first one that is not.
+template <class Args>
+Status check_all_on(const char* op, const Args& a, Device device) {
+  const std::pair<const char*, const TensorView*> views[] = {
+      {"q", &a.q},
+      {"topk_indices", &a.topk_indices},
+      {"block_table", &a.block_table},
+      {"seq_lens", &a.seq_lens},
+      {"out", &a.out},
+      {"lse", &a.lse},
+      {"kv.k.data", &a.kv.k.data},
+      {"kv.v.data", &a.kv.v.data},
+      {"kv.k.block_scale", &a.kv.k.block_scale},
+      {"kv.v.block_scale", &a.kv.v.block_scale}};
+  for (const auto& [name, view] : views)
+    if (view->defined()) FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, name, *view, device));
+  return Status::Ok();
+}
+
 /// The CPU job fields shared by prefill and decode (both argument structs name them alike).
 template <class Args>
 cpu::AttentionJob job_from(const Args& a, std::int64_t rows, std::int64_t hkv, std::int64_t k) {
@@ -198,20 +218,9 @@ namespace {
 /// bounds checks itself).
 Status prefill_on_cuda(const SparseAttentionPrefillArgs& a) {
   const char* op = kPrefillOp;
-  const std::pair<const char*, const TensorView*> views[] = {
-      {"q", &a.q},
-      {"topk_indices", &a.topk_indices},
-      {"block_table", &a.block_table},
-      {"cu_seqlens_q", &a.cu_seqlens_q},
-      {"seq_lens", &a.seq_lens},
-      {"out", &a.out},
-      {"lse", &a.lse},
-      {"kv.k.data", &a.kv.k.data},
-      {"kv.v.data", &a.kv.v.data},
-      {"kv.k.block_scale", &a.kv.k.block_scale},
-      {"kv.v.block_scale", &a.kv.v.block_scale}};
-  for (const auto& [name, view] : views)
-    if (view->defined()) FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, name, *view, Device::cuda));
+  FLASHMSA_RETURN_IF_ERROR(check_all_on(op, a, Device::cuda));
+  if (a.cu_seqlens_q.defined())
+    FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, "cu_seqlens_q", a.cu_seqlens_q, Device::cuda));
   std::int64_t num_pages = 0, hkv = 0, k = 0;
   FLASHMSA_RETURN_IF_ERROR(check_common(op, a.q, a.kv, a.topk_indices, a.softmax_scale, a.q_scale,
                                         a.out, a.lse, true, &num_pages, &hkv, &k));
@@ -330,24 +339,7 @@ Status SparseDecodePlan::run(const DecodeRunArgs& a) {
     return Status::InvalidArgument(op, "plan", "a planned SparseDecodePlan (call plan() first)",
                                    "an unplanned SparseDecodePlan");
   const DecodePlanArgs& p = args_;
-  // Every tensor must live on the planned device.
-  {
-    const Device dev = p.device;
-    const std::pair<const char*, const TensorView*> views[] = {
-        {"q", &a.q},
-        {"topk_indices", &a.topk_indices},
-        {"block_table", &a.block_table},
-        {"seq_lens", &a.seq_lens},
-        {"out", &a.out},
-        {"lse", &a.lse},
-        {"kv.k.data", &a.kv.k.data},
-        {"kv.v.data", &a.kv.v.data},
-        {"kv.k.block_scale", &a.kv.k.block_scale},
-        {"kv.v.block_scale", &a.kv.v.block_scale}};
-    for (const auto& [name, view] : views)
-      if (view->defined())
-        FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, name, *view, dev));
-  }
+  FLASHMSA_RETURN_IF_ERROR(check_all_on(op, a, p.device));  // every tensor on the planned device
   const std::int64_t rows = static_cast<std::int64_t>(p.batch_size) * p.queries_per_request;
 
   // Consistency with the plan, before the generic checks, so messages name the plan.
