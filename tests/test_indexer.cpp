@@ -12,6 +12,7 @@
 
 #include "flashmsa/cache.h"
 #include "flashmsa/host_tensor.h"
+#include "flashmsa/version.h"
 #include "flashmsa/indexer.h"
 #include "flashmsa/numerics.h"
 #include "cpu/indexer_cpu.h"
@@ -872,13 +873,13 @@ TEST(IndexerValidation, DecodeRowsMustBeBTimesQ) {
   EXPECT_TRUE(indexer_decode(a).ok());
 }
 
-TEST(IndexerValidation, CudaDeviceIsUnsupported) {
+TEST(IndexerValidation, CudaDeviceRules) {
   SmallCase s;
   IndexerPrefillArgs a = s.c.args();
-  a.q.device = Device::cuda;
+  a.q.device = Device::cuda;  // mixed devices: the first tensor on the other device is named
   Status st = indexer_prefill(a);
-  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
-  EXPECT_NE(st.message().find("cuda"), std::string::npos);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("'index_k.data'"), std::string::npos) << st.message();
   IndexerDecodeArgs d;
   d.q = s.c.q.view();
   d.index_k = s.c.cache.view;
@@ -887,7 +888,21 @@ TEST(IndexerValidation, CudaDeviceIsUnsupported) {
   d.queries_per_request = 4;
   d.topk_indices = s.c.topk.view();
   d.topk_indices.device = Device::cuda;
-  EXPECT_EQ(indexer_decode(d).code(), StatusCode::kUnsupported);
+  st = indexer_decode(d);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("'topk_indices'"), std::string::npos) << st.message();
+  if (!built_with_cuda()) {  // all on cuda in a CPU-only build: Unsupported
+    for (TensorView* v : {&a.q, &a.index_k.data, &a.index_k.block_scale, &a.block_table,
+                          &a.cu_seqlens_q, &a.seq_lens, &a.topk_indices, &a.page_scores})
+      v->device = Device::cuda;
+    st = indexer_prefill(a);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+    EXPECT_NE(st.message().find("cuda"), std::string::npos);
+    for (TensorView* v : {&d.q, &d.index_k.data, &d.index_k.block_scale, &d.block_table,
+                          &d.seq_lens, &d.topk_indices, &d.page_scores})
+      v->device = Device::cuda;
+    EXPECT_EQ(indexer_decode(d).code(), StatusCode::kUnsupported);
+  }
 }
 
 TEST(IndexerValidation, TopkSelectLocalPageBeyondScores) {

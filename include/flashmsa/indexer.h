@@ -29,13 +29,30 @@ struct IndexerPrefillArgs {
   /// optional out f32 [T, H, W]: page scores; entry b < L holds B_h(p, b); entries
   /// b >= L (never ranked) are written -inf. W must be >= max over rows of L.
   TensorView page_scores;
+  /// cuda only: the cudaStream_t to run on (nullptr = default stream); ignored on cpu.
+  void* stream = nullptr;
 };
 
+/// Devices: every defined tensor must be on one device; the first defined tensor (in
+/// the order q, index_k.data, index_k.block_scale, block_table, cu_seqlens_q, seq_lens,
+/// topk_indices, page_scores) decides, and a tensor on the other device is an
+/// InvalidArgument naming it. All on cpu: the CPU backend (synchronous). All on cuda:
+/// the SM90 kernels (src/cuda/sm90/indexer_kernels.h), asynchronous on `stream`, top-k
+/// identical and page scores bitwise equal to the CPU backend; Unsupported in a build
+/// without CUDA kernels. On cuda the host never reads tensor contents, so only the
+/// dtype / rank / shape / stride / alignment checks apply; the metadata-content rules
+/// (cu_seqlens monotone from 0 to T, q_len <= seq_len, block-table width and entries,
+/// page_scores width >= max L) are NOT checked: with metadata breaking them the kernels
+/// skip what is out of range instead (rows outside every request are left untouched;
+/// history pages whose block-table entry is outside [0, num_pages) or beyond the
+/// block-table width score NaN; page_scores columns beyond its width are not written),
+/// never touching memory out of range; the results of such rows are unspecified.
+///
 /// Top-k page selection for chunked prefill. Query row j of request r sits at
 /// p = seq_len_r - q_len_r + j (D4). Errors: InvalidArgument naming the argument
-/// (dtype, rank, shape, stride, alignment, heads vs top-k heads, metadata rules listed
-/// in docs/architecture.md, page_scores too narrow); Unsupported for tensors on cuda
-/// (the SM90 indexer is not built yet).
+/// (device, dtype, rank, shape, stride, alignment, heads vs top-k heads, on cpu the
+/// metadata rules listed in docs/architecture.md and page_scores too narrow); Unsupported
+/// for cuda tensors in a build without CUDA kernels.
 Status indexer_prefill(const IndexerPrefillArgs& args);
 
 /// Arguments of indexer_decode (Q queries per request, MTP).
@@ -48,11 +65,12 @@ struct IndexerDecodeArgs {
   int queries_per_request = 1;  ///< Q in 1..16
   TensorView topk_indices;  ///< out i32 [B*Q, H, K], K in 1..16, any strides
   TensorView page_scores;   ///< optional out f32 [B*Q, H, W], as in prefill
+  void* stream = nullptr;   ///< cuda only: cudaStream_t (nullptr = default stream)
 };
 
 /// Top-k page selection for decode: query j of request b sits at p = seq_len_b - Q + j
-/// (D4); p < 0 gives a row of -1 (D5). Errors: as indexer_prefill, plus
-/// 'queries_per_request' outside 1..16 and q rows != B*Q; Unsupported on cuda.
+/// (D4); p < 0 gives a row of -1 (D5). Devices and errors: as indexer_prefill, plus
+/// 'queries_per_request' outside 1..16 and q rows != B*Q.
 Status indexer_decode(const IndexerDecodeArgs& args);
 
 /// The selection rule alone (D1, D2), on given scores; used by the indexers and tests.
@@ -61,7 +79,7 @@ Status indexer_decode(const IndexerDecodeArgs& args);
 ///               when L + 1 > K (the history must be present in `scores`)
 ///   topk        out i32 [R, K], K in 1..16
 /// Errors: InvalidArgument naming 'scores', 'local_page' or 'topk' (dtype, rank, rows,
-/// K range, history beyond W); Unsupported on cuda.
+/// K range, history beyond W); Unsupported on cuda (no GPU kernel for this helper).
 Status topk_select(const TensorView& scores, const TensorView& local_page,
                    const TensorView& topk);
 

@@ -4,10 +4,15 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "common/parallel.h"
 #include "common/validate.h"
 #include "cpu/indexer_cpu.h"
+
+#ifdef FLASHMSA_WITH_CUDA
+#include "cuda/sm90/indexer_kernels.h"
+#endif
 
 namespace flashmsa {
 namespace {
@@ -30,6 +35,43 @@ Status check_cpu_only(const char* op, std::initializer_list<const TensorView*> t
   }
   return Status::Ok();
 }
+
+// Device rule: the first defined tensor decides the device; a tensor on the other device
+// is an InvalidArgument naming it. *on_cuda tells which path runs.
+using NamedView = std::pair<const char*, const TensorView*>;
+Status resolve_device(const char* op, std::initializer_list<NamedView> views, bool* on_cuda) {
+  const TensorView* first = nullptr;
+  for (const auto& nv : views) {
+    if (!nv.second->defined()) continue;
+    if (first == nullptr) first = nv.second;
+    FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, nv.first, *nv.second, first->device));
+  }
+  *on_cuda = first != nullptr && first->device == Device::cuda;
+  return Status::Ok();
+}
+
+#ifdef FLASHMSA_WITH_CUDA
+// Shape-only checks of the metadata tensors (contents stay on the device).
+Status check_metadata_shapes(const char* op, const TensorView* cu_seqlens_q,
+                             const TensorView& seq_lens, const TensorView& block_table) {
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "seq_lens", seq_lens));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "seq_lens", seq_lens, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "seq_lens", seq_lens, 1));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "seq_lens", seq_lens));
+  const std::int64_t batch = seq_lens.shape[0];
+  if (cu_seqlens_q != nullptr) {
+    FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "cu_seqlens_q", *cu_seqlens_q));
+    FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "cu_seqlens_q", *cu_seqlens_q, {DType::i32}));
+    FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "cu_seqlens_q", *cu_seqlens_q, {batch + 1}));
+    FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "cu_seqlens_q", *cu_seqlens_q));
+  }
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "block_table", block_table));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "block_table", block_table, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "block_table", block_table, {batch, -1}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "block_table", block_table));
+  return Status::Ok();
+}
+#endif
 
 // Index q: bf16 | e4m3 [T, H, 128], H in 1..8, innermost stride 1, 16-byte aligned.
 Status check_index_q(const char* op, const TensorView& q) {
@@ -65,7 +107,7 @@ Status check_page_scores(const char* op, const TensorView& ps, std::int64_t rows
   FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "page_scores", ps, 3));
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "page_scores", ps, {rows, heads, -1}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "page_scores", ps));
-  if (ps.shape[2] < max_l)
+  if (max_l >= 0 && ps.shape[2] < max_l)
     return Status::InvalidArgument(
         op, "page_scores",
         "width (dim 2) >= the largest local page L = " + to_string(max_l) + " over all rows",
@@ -73,13 +115,95 @@ Status check_page_scores(const char* op, const TensorView& ps, std::int64_t rows
   return Status::Ok();
 }
 
+#ifdef FLASHMSA_WITH_CUDA
+// The CUDA path, on validated shapes (metadata contents checked by the kernels).
+Status run_cuda(const char* op, const TensorView& q, const IndexKCache& ik,
+                const TensorView& block_table, const TensorView* cu_seqlens_q,
+                const TensorView& seq_lens, int queries_per_request, const TensorView& topk,
+                const TensorView& page_scores, void* stream) {
+  cuda::IndexerParams p;
+  p.q = q.data;
+  p.q_e4m3 = q.dtype == DType::e4m3;
+  p.q_stride[0] = q.stride[0];
+  p.q_stride[1] = q.stride[1];
+  p.k_format = static_cast<int>(ik.format);
+  p.k_data = static_cast<const unsigned char*>(ik.data.data);
+  const std::int64_t es = static_cast<std::int64_t>(dtype_size(ik.data.dtype));
+  p.k_stride[0] = ik.data.stride[0] * es;
+  p.k_stride[1] = ik.data.stride[1] * es;
+  if (ik.format == KvFormat::nvfp4) {
+    p.k_scale = static_cast<const unsigned char*>(ik.block_scale.data);
+    p.ks_stride[0] = ik.block_scale.stride[0];
+    p.ks_stride[1] = ik.block_scale.stride[1];
+    p.k_global = ik.global_scale;
+  }
+  p.num_pages = ik.data.shape[0];
+  p.block_table = block_table.ptr<const std::int32_t>();
+  p.bt_stride[0] = block_table.stride[0];
+  p.bt_stride[1] = block_table.stride[1];
+  p.bt_width = block_table.shape[1];
+  p.seq_lens = seq_lens.ptr<const std::int32_t>();
+  p.seq_stride = seq_lens.stride[0];
+  if (cu_seqlens_q != nullptr) {
+    p.cu_seqlens = cu_seqlens_q->ptr<const std::int32_t>();
+    p.cu_stride = cu_seqlens_q->stride[0];
+  }
+  p.batch = static_cast<int>(seq_lens.shape[0]);
+  p.queries_per_request = queries_per_request;
+  p.num_rows = q.shape[0];
+  p.heads = static_cast<int>(q.shape[1]);
+  p.topk = topk.ptr<std::int32_t>();
+  for (int i = 0; i < 3; ++i) p.topk_stride[i] = topk.stride[i];
+  p.topk_k = static_cast<int>(topk.shape[2]);
+  if (page_scores.defined()) {
+    p.page_scores = page_scores.ptr<float>();
+    for (int i = 0; i < 3; ++i) p.ps_stride[i] = page_scores.stride[i];
+    p.ps_width = page_scores.shape[2];
+  }
+  const int err = cuda::launch_indexer(p, stream);
+  if (err != 0)
+    return Status::Internal(op, std::string("kernel launch failed: ") + cuda::indexer_error_string(err));
+  return Status::Ok();
+}
+#endif
+
+#ifndef FLASHMSA_WITH_CUDA
+Status cuda_unsupported(const char* op) {
+  return Status::Unsupported(op, "device cuda",
+                             "this build of FlashMSA has no CUDA kernels (configure with nvcc)");
+}
+#endif
+
 }  // namespace
 
 Status indexer_prefill(const IndexerPrefillArgs& a) {
   const char* op = "indexer_prefill";
-  FLASHMSA_RETURN_IF_ERROR(check_cpu_only(
-      op, {&a.q, &a.index_k.data, &a.index_k.block_scale, &a.block_table, &a.cu_seqlens_q,
-           &a.seq_lens, &a.topk_indices, &a.page_scores}));
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op, {{"q", &a.q}, {"index_k.data", &a.index_k.data},
+           {"index_k.block_scale", &a.index_k.block_scale}, {"block_table", &a.block_table},
+           {"cu_seqlens_q", &a.cu_seqlens_q}, {"seq_lens", &a.seq_lens},
+           {"topk_indices", &a.topk_indices}, {"page_scores", &a.page_scores}},
+      &on_cuda));
+  if (on_cuda) {
+#ifndef FLASHMSA_WITH_CUDA
+    return cuda_unsupported(op);
+#else
+    FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
+    std::int64_t num_pages = 0;
+    FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
+    FLASHMSA_RETURN_IF_ERROR(check_metadata_shapes(op, &a.cu_seqlens_q, a.seq_lens, a.block_table));
+    FLASHMSA_RETURN_IF_ERROR(
+        check_topk_out(op, "topk_indices", a.topk_indices, a.q.shape[0], a.q.shape[1]));
+    FLASHMSA_RETURN_IF_ERROR(
+        check_page_scores(op, a.page_scores, a.q.shape[0], a.q.shape[1], -1));
+    if (a.seq_lens.shape[0] < 1 && a.q.shape[0] > 0)
+      return Status::InvalidArgument(op, "seq_lens", "at least one request for T > 0 rows",
+                                     a.seq_lens.describe());
+    return run_cuda(op, a.q, a.index_k, a.block_table, &a.cu_seqlens_q, a.seq_lens, 1,
+                    a.topk_indices, a.page_scores, a.stream);
+#endif
+  }
   FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
   const std::int64_t T = a.q.shape[0];
   const std::int64_t H = a.q.shape[1];
@@ -114,9 +238,38 @@ Status indexer_prefill(const IndexerPrefillArgs& a) {
 
 Status indexer_decode(const IndexerDecodeArgs& a) {
   const char* op = "indexer_decode";
-  FLASHMSA_RETURN_IF_ERROR(check_cpu_only(
-      op, {&a.q, &a.index_k.data, &a.index_k.block_scale, &a.block_table, &a.seq_lens,
-           &a.topk_indices, &a.page_scores}));
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op, {{"q", &a.q}, {"index_k.data", &a.index_k.data},
+           {"index_k.block_scale", &a.index_k.block_scale}, {"block_table", &a.block_table},
+           {"seq_lens", &a.seq_lens}, {"topk_indices", &a.topk_indices},
+           {"page_scores", &a.page_scores}},
+      &on_cuda));
+  if (on_cuda) {
+#ifndef FLASHMSA_WITH_CUDA
+    return cuda_unsupported(op);
+#else
+    FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
+    const std::int64_t Q = a.queries_per_request;
+    if (Q < 1 || Q > kMaxIndexerQueries)
+      return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16", to_string(Q));
+    std::int64_t num_pages = 0;
+    FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
+    FLASHMSA_RETURN_IF_ERROR(check_metadata_shapes(op, nullptr, a.seq_lens, a.block_table));
+    const std::int64_t B = a.seq_lens.shape[0];
+    if (a.q.shape[0] != B * Q)
+      return Status::InvalidArgument(
+          op, "q", "B * Q = " + to_string(B) + " * " + to_string(Q) + " = " + to_string(B * Q) +
+                       " rows (dim 0)",
+          a.q.describe());
+    FLASHMSA_RETURN_IF_ERROR(
+        check_topk_out(op, "topk_indices", a.topk_indices, a.q.shape[0], a.q.shape[1]));
+    FLASHMSA_RETURN_IF_ERROR(
+        check_page_scores(op, a.page_scores, a.q.shape[0], a.q.shape[1], -1));
+    return run_cuda(op, a.q, a.index_k, a.block_table, nullptr, a.seq_lens,
+                    static_cast<int>(Q), a.topk_indices, a.page_scores, a.stream);
+#endif
+  }
   FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
   const std::int64_t T = a.q.shape[0];
   const std::int64_t H = a.q.shape[1];

@@ -1,0 +1,406 @@
+// GPU indexer (indexer_prefill / indexer_decode on cuda tensors) against the CPU backend:
+// top-k must be IDENTICAL and page scores bitwise equal (NaN compared as NaN: payload
+// bits are not compared). Decode (Q 1/8/16, heads 1..8, seq lens 1/127/128/129,
+// padding 0, 8,191 history pages), varlen prefill (prefix 0, mid-page, chunked),
+// bf16 / e4m3 index q, bf16 / e4m3 / nvfp4 index-K caches, exact ties, NaN scores,
+// head-major top-k views. GPU outputs are poisoned before each run.
+// Skips without a CUDA device; run on the H200 with build/test_cuda_indexer.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "flashmsa/flashmsa.h"
+#include "test_util.h"
+
+namespace flashmsa {
+namespace {
+
+using namespace cudatest;
+using testing::Rng;
+
+struct Case {
+  bool decode = false;
+  std::vector<int> seq_lens;       // per request (final KV length)
+  std::vector<int> q_lens;         // prefill: rows per request
+  int Q = 1;                       // decode
+  int H = 1;
+  int K = 16;
+  DType q_dtype = DType::bf16;
+  KvFormat format = KvFormat::bf16;
+  bool page_scores = true;
+  bool head_major = false;
+  bool ties = false;               // every page a copy of physical page 0 (all scores tie)
+  bool nans = false;               // NaN keys: some pages all-NaN, some partly NaN
+  int extra_width = 0;             // block-table columns beyond the need
+  std::uint64_t seed = 1;
+};
+
+std::string describe(const Case& c) {
+  std::string s = c.decode ? "decode Q" + std::to_string(c.Q) : "prefill";
+  s += " H" + std::to_string(c.H) + " K" + std::to_string(c.K) + " q " +
+       (c.q_dtype == DType::bf16 ? "bf16" : "e4m3") + " k " +
+       (c.format == KvFormat::bf16 ? "bf16" : c.format == KvFormat::fp8 ? "fp8" : "nvfp4") + " seq";
+  for (int l : c.seq_lens) s += " " + std::to_string(l);
+  if (!c.decode) {
+    s += " qlen";
+    for (int l : c.q_lens) s += " " + std::to_string(l);
+  }
+  if (c.ties) s += " ties";
+  if (c.nans) s += " nans";
+  if (c.head_major) s += " head-major";
+  return s;
+}
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(describe(c));
+  Rng rng(c.seed);
+  const int B = static_cast<int>(c.seq_lens.size());
+  int T = 0;
+  HostTensor cu(DType::i32, {B + 1}), seq(DType::i32, {B});
+  int width = 1, total_pages = 0;
+  for (int b = 0; b < B; ++b) {
+    const int s = c.seq_lens[b];
+    seq.data<std::int32_t>()[b] = s;
+    const int ql = c.decode ? c.Q : c.q_lens[b];
+    T += ql;
+    cu.data<std::int32_t>()[b + 1] = T;
+    width = std::max(width, (s + 127) / 128);
+    total_pages += (s + 127) / 128;
+  }
+  width += c.extra_width;
+  const int num_pages = total_pages + 2;
+  std::vector<std::int32_t> perm = testing::random_permutation(num_pages, rng);
+  HostTensor bt(DType::i32, {B, width});
+  int next = 0;
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < width; ++j)
+      bt.data<std::int32_t>()[b * width + j] =
+          j < (c.seq_lens[b] + 127) / 128 ? perm[next++] : perm[num_pages - 1];
+
+  // Index q.
+  HostTensor q(c.q_dtype, {T, c.H, 128});
+  if (c.q_dtype == DType::bf16) fill_bf16_uniform(q, c.seed * 7 + 1);
+  else testing::fill_random_e4m3(q, rng);
+
+  // Index-K cache.
+  HostTensor kd, ks;
+  IndexKCache cache;
+  cache.format = c.format;
+  if (c.format == KvFormat::bf16) {
+    kd.reset(DType::bf16, {num_pages, 128, 128});
+    fill_bf16_uniform(kd, c.seed * 13 + 5);
+  } else if (c.format == KvFormat::fp8) {
+    kd.reset(DType::e4m3, {num_pages, 128, 128});
+    testing::fill_random_e4m3(kd, rng);
+  } else {
+    kd.reset(DType::u8, {num_pages, 128, 64});
+    testing::fill_random_e4m3(kd, rng);  // any byte is two valid e2m1 codes
+    ks.reset(DType::e4m3, {num_pages, 128, 8});
+    testing::fill_random_e4m3(ks, rng);
+    cache.global_scale = 0.375f;
+  }
+  const std::size_t page_bytes = kd.bytes() / static_cast<std::size_t>(num_pages);
+  auto* kbytes = static_cast<std::uint8_t*>(kd.view().data);
+  if (c.ties) {
+    for (int p = 1; p < num_pages; ++p) std::memcpy(kbytes + p * page_bytes, kbytes, page_bytes);
+    if ((c.format == KvFormat::nvfp4)) {
+      auto* sb = static_cast<std::uint8_t*>(ks.view().data);
+      const std::size_t spb = ks.bytes() / static_cast<std::size_t>(num_pages);
+      for (int p = 1; p < num_pages; ++p) std::memcpy(sb + p * spb, sb, spb);
+    }
+  }
+  if (c.nans) {
+    // Physical page p % 3 == 0: every token has a NaN element (page score NaN);
+    // p % 3 == 1: tokens 0..63 NaN (ignored by the page max). Not for nvfp4 (no NaN codes).
+    for (int p = 0; p < num_pages; ++p) {
+      if (p % 3 == 2) continue;
+      const int ntok = p % 3 == 0 ? 128 : 64;
+      for (int t = 0; t < ntok; ++t) {
+        std::uint8_t* row = kbytes + p * page_bytes + t * (page_bytes / 128);
+        if (c.format == KvFormat::bf16) {
+          const std::uint16_t nan = 0x7fc0;
+          std::memcpy(row + 2 * (t % 128), &nan, 2);
+        } else {
+          row[t % 128] = 0x7f;
+        }
+      }
+    }
+  }
+  cache.data = kd.view();
+  if ((c.format == KvFormat::nvfp4)) cache.block_scale = ks.view();
+
+  // Outputs: token-major or head-major storage, viewed as [T, H, K].
+  const int K = c.K;
+  HostTensor topk_cpu(DType::i32, {T, c.H, K});
+  HostTensor topk_gpu_store(DType::i32, c.head_major ? std::vector<std::int64_t>{c.H, T, K}
+                                                      : std::vector<std::int64_t>{T, c.H, K});
+  const int ps_width = width + 3;
+  HostTensor ps_cpu(DType::f32, {T, c.H, ps_width}), ps_gpu(DType::f32, {T, c.H, ps_width});
+
+  // CPU reference.
+  TensorView topk_cpu_view = topk_cpu.view();
+  if (c.decode) {
+    IndexerDecodeArgs a;
+    a.q = q.view();
+    a.index_k = cache;
+    a.block_table = bt.view();
+    a.seq_lens = seq.view();
+    a.queries_per_request = c.Q;
+    a.topk_indices = topk_cpu_view;
+    if (c.page_scores) a.page_scores = ps_cpu.view();
+    Status st = indexer_decode(a);
+    ASSERT_TRUE(st.ok()) << st.message();
+  } else {
+    IndexerPrefillArgs a;
+    a.q = q.view();
+    a.index_k = cache;
+    a.block_table = bt.view();
+    a.cu_seqlens_q = cu.view();
+    a.seq_lens = seq.view();
+    a.topk_indices = topk_cpu_view;
+    if (c.page_scores) a.page_scores = ps_cpu.view();
+    Status st = indexer_prefill(a);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+
+  // GPU.
+  DeviceTensor dq(q), dkd(kd), dbt(bt), dcu(cu), dseq(seq), dtopk(topk_gpu_store), dps(ps_gpu);
+  std::unique_ptr<DeviceTensor> dks;
+  if ((c.format == KvFormat::nvfp4)) dks = std::make_unique<DeviceTensor>(ks);
+  ASSERT_EQ(cudaMemset(const_cast<void*>(dtopk.view().data), 0x55, topk_gpu_store.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(const_cast<void*>(dps.view().data), 0x55, ps_gpu.bytes()), cudaSuccess);
+  IndexKCache dcache = cache;
+  dcache.data = dkd.view();
+  if (dks) dcache.block_scale = dks->view();
+  TensorView dtopk_view = dtopk.view();
+  if (c.head_major) {  // storage [H, T, K] viewed as [T, H, K]
+    dtopk_view.shape[0] = T;
+    dtopk_view.shape[1] = c.H;
+    dtopk_view.stride[0] = K;
+    dtopk_view.stride[1] = static_cast<std::int64_t>(T) * K;
+    dtopk_view.stride[2] = 1;
+  }
+  if (c.decode) {
+    IndexerDecodeArgs a;
+    a.q = dq.view();
+    a.index_k = dcache;
+    a.block_table = dbt.view();
+    a.seq_lens = dseq.view();
+    a.queries_per_request = c.Q;
+    a.topk_indices = dtopk_view;
+    if (c.page_scores) a.page_scores = dps.view();
+    Status st = indexer_decode(a);
+    ASSERT_TRUE(st.ok()) << st.message();
+  } else {
+    IndexerPrefillArgs a;
+    a.q = dq.view();
+    a.index_k = dcache;
+    a.block_table = dbt.view();
+    a.cu_seqlens_q = dcu.view();
+    a.seq_lens = dseq.view();
+    a.topk_indices = dtopk_view;
+    if (c.page_scores) a.page_scores = dps.view();
+    Status st = indexer_prefill(a);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dtopk.download(topk_gpu_store);
+  dps.download(ps_gpu);
+
+  std::int64_t bad = 0;
+  for (int r = 0; r < T; ++r)
+    for (int h = 0; h < c.H; ++h)
+      for (int k = 0; k < K; ++k) {
+        const std::int32_t want = topk_cpu.data<std::int32_t>()[(r * c.H + h) * K + k];
+        const std::int64_t gi = c.head_major ? (static_cast<std::int64_t>(h) * T + r) * K + k
+                                             : (static_cast<std::int64_t>(r) * c.H + h) * K + k;
+        const std::int32_t got = topk_gpu_store.data<std::int32_t>()[gi];
+        if (got != want && bad++ < 5)
+          ADD_FAILURE() << "topk[" << r << "," << h << "," << k << "]: gpu " << got << " cpu " << want;
+      }
+  EXPECT_EQ(bad, 0);
+  if (c.page_scores) {
+    std::int64_t bad_s = 0;
+    const float* a = ps_gpu.data<float>();
+    const float* b = ps_cpu.data<float>();
+    for (std::int64_t i = 0; i < ps_cpu.numel(); ++i) {
+      std::uint32_t ua, ub;
+      std::memcpy(&ua, &a[i], 4);
+      std::memcpy(&ub, &b[i], 4);
+      const bool same = ua == ub || (std::isnan(a[i]) && std::isnan(b[i]));
+      if (!same && bad_s++ < 5)
+        ADD_FAILURE() << "page_scores flat " << i << ": gpu " << a[i] << " (0x" << std::hex << ua
+                      << ") cpu " << b[i] << " (0x" << ub << std::dec << ")";
+    }
+    EXPECT_EQ(bad_s, 0);
+  }
+}
+
+Case decode_case(std::vector<int> seq, int Q, int H, KvFormat f = KvFormat::bf16,
+                 DType qd = DType::bf16) {
+  Case c;
+  c.decode = true;
+  c.seq_lens = std::move(seq);
+  c.Q = Q;
+  c.H = H;
+  c.format = f;
+  c.q_dtype = qd;
+  return c;
+}
+
+Case prefill_case(std::vector<int> q_lens, std::vector<int> prefix, int H,
+                  KvFormat f = KvFormat::bf16, DType qd = DType::bf16) {
+  Case c;
+  c.q_lens = q_lens;
+  for (std::size_t i = 0; i < q_lens.size(); ++i) c.seq_lens.push_back(q_lens[i] + prefix[i]);
+  c.H = H;
+  c.format = f;
+  c.q_dtype = qd;
+  return c;
+}
+
+const KvFormat kFormats[] = {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4};
+const DType kQTypes[] = {DType::bf16, DType::e4m3};
+
+TEST(CudaIndexer, DecodeShapes) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 1;
+  for (int Q : {1, 8, 16})
+    for (int H : {1, 2, 4, 8}) {
+      // seq 0 = padding; seq < Q gives p < 0 rows; 1, 127, 128, 129; long rows.
+      Case c = decode_case({1, 127, 128, 129, 0, 5, 2100, 5000 + 37 * Q, 16 * 128 + 1, 17 * 128},
+                           Q, H);
+      c.seed = seed++;
+      run_case(c);
+    }
+}
+
+TEST(CudaIndexer, DecodeFormats) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 100;
+  for (KvFormat f : kFormats)
+    for (DType qd : kQTypes)
+      for (int Q : {1, 4}) {
+        Case c = decode_case({3000, 129, 0, 4000, 20 * 128 + 64}, Q, 4, f, qd);
+        c.seed = seed++;
+        run_case(c);
+      }
+}
+
+TEST(CudaIndexer, DecodeSmallKAndNoScores) {
+  REQUIRE_GPU();
+  for (int K : {1, 2, 7, 16}) {
+    Case c = decode_case({3000, 129, 640, 4000}, 2, 2);
+    c.K = K;
+    c.page_scores = K % 2 == 0;
+    c.extra_width = 3;
+    c.seed = 200 + K;
+    run_case(c);
+  }
+}
+
+TEST(CudaIndexer, DecodeLongContext) {
+  REQUIRE_GPU();
+  // 8,191 history pages (the D10 maximum context), one head, one query.
+  Case c = decode_case({8191 * 128 + 5}, 1, 1);
+  c.seed = 300;
+  run_case(c);
+  Case c2 = decode_case({kMaxContext, 8000 * 128}, 2, 1, KvFormat::fp8, DType::e4m3);
+  c2.seed = 301;
+  run_case(c2);
+}
+
+TEST(CudaIndexer, PrefillVarlen) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 400;
+  for (KvFormat f : kFormats)
+    for (DType qd : kQTypes)
+      for (int H : {1, 4, 8}) {
+        // prefix 0, prefix mid-page, chunked (prefix on a page boundary), q_len 1, empty
+        Case c = prefill_case({300, 1, 200, 77, 0, 130}, {0, 1000, 64 + 3 * 128, 2048, 500, 127},
+                              H, f, qd);
+        c.seed = seed++;
+        run_case(c);
+      }
+}
+
+TEST(CudaIndexer, PrefillLarge) {
+  REQUIRE_GPU();
+  Case c = prefill_case({1024, 700}, {20000, 0}, 4);
+  c.seed = 500;
+  run_case(c);
+}
+
+TEST(CudaIndexer, ExactTies) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 600;
+  for (KvFormat f : kFormats) {
+    Case c = decode_case({3000, 129, 4000}, 2, 2, f);
+    c.ties = true;
+    c.seed = seed++;
+    run_case(c);
+    Case p = prefill_case({200, 50}, {2000, 0}, 2, f);
+    p.ties = true;
+    p.seed = seed++;
+    run_case(p);
+  }
+}
+
+TEST(CudaIndexer, NaNScores) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 700;
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8})
+    for (DType qd : kQTypes) {
+      Case c = decode_case({3000, 129, 6000}, 2, 2, f, qd);
+      c.nans = true;
+      c.seed = seed++;
+      run_case(c);
+      Case p = prefill_case({200, 50}, {3000, 0}, 2, f, qd);
+      p.nans = true;
+      p.seed = seed++;
+      run_case(p);
+    }
+}
+
+TEST(CudaIndexer, HeadMajorTopk) {
+  REQUIRE_GPU();
+  Case c = decode_case({3000, 129, 0, 4000}, 4, 4, KvFormat::fp8, DType::e4m3);
+  c.head_major = true;
+  c.seed = 800;
+  run_case(c);
+  Case p = prefill_case({300, 40}, {1000, 0}, 8, KvFormat::nvfp4);
+  p.head_major = true;
+  p.seed = 801;
+  run_case(p);
+}
+
+TEST(CudaIndexer, EmptyAndDeviceRules) {
+  REQUIRE_GPU();
+  HostTensor q(DType::bf16, {2, 1, 128}), k(DType::bf16, {1, 128, 128}), bt(DType::i32, {2, 1}),
+      seq(DType::i32, {2}), topk(DType::i32, {2, 1, 16});
+  DeviceTensor dq(q), dk(k), dbt(bt), dseq(seq), dtopk(topk);
+  IndexerDecodeArgs a;
+  a.q = dq.view();
+  a.index_k.data = dk.view();
+  a.block_table = dbt.view();
+  a.seq_lens = dseq.view();
+  a.topk_indices = dtopk.view();
+  EXPECT_TRUE(indexer_decode(a).ok());  // seq 0: rows of -1
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dtopk.download(topk);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(topk.data<std::int32_t>()[i], -1);
+  a.seq_lens = seq.view();  // host tensor among cuda ones
+  Status st = indexer_decode(a);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'seq_lens'"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace flashmsa
