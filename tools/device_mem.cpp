@@ -110,6 +110,61 @@ Status DeviceBuffer::upload(const TensorView& host) {
 #endif
 }
 
+Status DeviceBuffer::allocate(const TensorView& host) {
+  view_ = TensorView{};
+  if (!host.defined()) return Status::Ok();
+  if (!host.is_contiguous())
+    return Status(StatusCode::kInternal, "flashmsa run: DeviceBuffer::allocate needs a contiguous tensor");
+#ifdef FLASHMSA_TOOLS_CUDA
+  const std::size_t bytes = view_bytes(host);
+  if (ptr_ && bytes_ < bytes) {
+    (void)cudaFree(ptr_);
+    ptr_ = nullptr;
+  }
+  if (!ptr_) {
+    const cudaError_t e = cudaMalloc(&ptr_, bytes > 0 ? bytes : 1);
+    if (e != cudaSuccess) {
+      ptr_ = nullptr;
+      return cuda_error("cudaMalloc", e);
+    }
+    bytes_ = bytes;
+  }
+  view_ = host;
+  view_.data = ptr_;
+  view_.device = Device::cuda;
+  return Status::Ok();
+#else
+  return no_cuda();
+#endif
+}
+
+Status DeviceBuffer::fill_bytes(int value) {
+#ifdef FLASHMSA_TOOLS_CUDA
+  if (!ptr_ || !view_.data) return Status::Ok();
+  const cudaError_t e = cudaMemset(ptr_, value, view_bytes(view_));
+  if (e != cudaSuccess) return cuda_error("cudaMemset", e);
+  return Status::Ok();
+#else
+  (void)value;
+  return no_cuda();
+#endif
+}
+
+Status DeviceBuffer::download_bytes(std::size_t offset, void* host, std::size_t bytes) const {
+#ifdef FLASHMSA_TOOLS_CUDA
+  if (!ptr_ || offset + bytes > bytes_)
+    return Status(StatusCode::kInternal, "flashmsa run: DeviceBuffer::download_bytes out of range");
+  const cudaError_t e = cudaMemcpy(host, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return cuda_error("cudaMemcpy (device to host)", e);
+  return Status::Ok();
+#else
+  (void)offset;
+  (void)host;
+  (void)bytes;
+  return no_cuda();
+#endif
+}
+
 Status DeviceBuffer::download(const TensorView& host) const {
 #ifdef FLASHMSA_TOOLS_CUDA
   const std::size_t bytes = view_bytes(host);

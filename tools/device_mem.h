@@ -34,8 +34,17 @@ class DeviceBuffer {
   /// Allocates device memory for `host` (contiguous, any dtype) and copies it there.
   /// An undefined `host` gives an undefined buffer (view().data == nullptr).
   Status upload(const TensorView& host);
+  /// Allocates device memory for a tensor shaped like `host` without copying (contents
+  /// undefined); an undefined `host` gives an undefined buffer.
+  Status allocate(const TensorView& host);
+  /// Sets every byte of the buffer to `value` (cudaMemset), e.g. 0xff to poison outputs.
+  Status fill_bytes(int value);
   /// Copies the device contents back into `host` (same shape / bytes).
   Status download(const TensorView& host) const;
+  /// Copies `bytes` device bytes starting at byte `offset` into `host`.
+  Status download_bytes(std::size_t offset, void* host, std::size_t bytes) const;
+  /// Device bytes of the tensor (numel * dtype size).
+  std::size_t bytes() const { return view_.data ? static_cast<std::size_t>(view_.numel()) * dtype_size(view_.dtype) : 0; }
   /// The device tensor: the host view's shape and strides, device cuda.
   const TensorView& view() const { return view_; }
 

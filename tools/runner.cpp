@@ -516,24 +516,107 @@ void account_work(const WorkloadCase& c, const RunOptions& o, const CaseState& s
     res->workload_useful_tflops = static_cast<double>(c.useful_flops) * s.Hkv / (res->indexer_ms * 1e-3) / 1e12;
 }
 
-Status run_attention_cpu(CaseState& s, const TensorView& q_used, float q_scale, const RunOptions& o,
-                         CaseResult* res) {
-  using clock = std::chrono::steady_clock;
+/// The tensors the three stages read and write, on one device (host: CaseState's own
+/// tensors; cuda: the DeviceState copies).
+struct StageViews {
+  Device device = Device::cpu;
+  PagedKvCache kv;
+  IndexKCache ik;
+  TensorView k_new, v_new, ik_new, slot_new, q, iq, q8, iq8;
+  TensorView block_table, cu_seqlens, seq_lens, topk, out, lse;
+  TensorView q_used, iq_used;  ///< what the indexer / attention read (bf16 or e4m3)
+};
+
+void set_used(const RunOptions& o, StageViews* v) {
+  v->q_used = o.kv_format != KvFormat::bf16 ? v->q8 : v->q;
+  v->iq_used = o.index_format != KvFormat::bf16 ? v->iq8 : v->iq;
+}
+
+StageViews host_views(const CaseState& s, const RunOptions& o) {
+  StageViews v;
+  v.device = Device::cpu;
+  v.kv = s.kv;
+  v.ik = s.ik;
+  v.k_new = s.k_new.view();
+  v.v_new = s.v_new.view();
+  v.ik_new = s.ik_new.view();
+  v.slot_new = s.slot_new.view();
+  v.q = s.q.view();
+  v.iq = s.iq.view();
+  if (o.kv_format != KvFormat::bf16) v.q8 = s.q8.view();
+  if (o.index_format != KvFormat::bf16) v.iq8 = s.iq8.view();
+  v.block_table = s.block_table.view();
+  v.cu_seqlens = s.cu_seqlens.view();
+  v.seq_lens = s.seq_lens.view();
+  v.topk = s.topk.view();
+  v.out = s.out.view();
+  v.lse = s.lse.view();
+  set_used(o, &v);
+  return v;
+}
+
+/// Stage 1: the call's new tokens into the caches, the queries quantised (fp8 / nvfp4
+/// K/V: q8 = E4M3_sat(q / q_scale); fp8 index cache: iq8 = E4M3_sat(iq), no scale).
+Status insert_stage(const StageViews& v, const RunOptions& o, float q_scale) {
+  FLASHMSA_RETURN_IF_ERROR(cache_insert(v.k_new, v.v_new, v.slot_new, v.kv));
+  FLASHMSA_RETURN_IF_ERROR(index_cache_insert(v.ik_new, v.slot_new, v.ik));
+  if (o.kv_format != KvFormat::bf16) FLASHMSA_RETURN_IF_ERROR(quantize_query_e4m3(v.q, q_scale, v.q8));
+  if (o.index_format != KvFormat::bf16)  // plain E4M3_sat, no scale (spec 2.1 item 4)
+    FLASHMSA_RETURN_IF_ERROR(quantize_query_e4m3(v.iq, 1.0f, v.iq8));
+  return Status::Ok();
+}
+
+/// Stage 2: the indexer (top-k into v.topk).
+Status indexer_stage(const StageViews& v, const CaseState& s) {
+  if (!s.decode) {
+    IndexerPrefillArgs a;
+    a.q = v.iq_used;
+    a.index_k = v.ik;
+    a.block_table = v.block_table;
+    a.cu_seqlens_q = v.cu_seqlens;
+    a.seq_lens = v.seq_lens;
+    a.topk_indices = v.topk;
+    return indexer_prefill(a);
+  }
+  IndexerDecodeArgs a;
+  a.q = v.iq_used;
+  a.index_k = v.ik;
+  a.block_table = v.block_table;
+  a.seq_lens = v.seq_lens;
+  a.queries_per_request = s.Q;
+  a.topk_indices = v.topk;
+  return indexer_decode(a);
+}
+
+/// Runs `fn` and returns its status; *ms = its wall time (on cuda between two
+/// cudaDeviceSynchronize calls, so the kernels are included).
+template <typename Fn>
+Status timed(Device dev, Fn&& fn, double* ms) {
+  if (dev == Device::cuda) FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = fn();
+  if (!st.ok()) return st;
+  if (dev == Device::cuda) FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
+  *ms = ms_since(t0);
+  return Status::Ok();
+}
+
+/// Stage 3: attention (prefill op, or decode plan + run; the plan is timed separately
+/// as plan_ms). Sets attention_ms / plan_ms on success; Unsupported is returned as is.
+Status attention_stage(const StageViews& v, const CaseState& s, const RunOptions& o, float q_scale,
+                       CaseResult* res) {
   if (!s.decode) {
     SparseAttentionPrefillArgs a;
-    a.q = q_used;
-    a.kv = s.kv;
-    a.topk_indices = s.topk.view();
-    a.block_table = s.block_table.view();
-    a.cu_seqlens_q = s.cu_seqlens.view();
-    a.seq_lens = s.seq_lens.view();
+    a.q = v.q_used;
+    a.kv = v.kv;
+    a.topk_indices = v.topk;
+    a.block_table = v.block_table;
+    a.cu_seqlens_q = v.cu_seqlens;
+    a.seq_lens = v.seq_lens;
     a.q_scale = q_scale;
-    a.out = s.out.view();
-    a.lse = s.lse.view();
-    const auto t0 = clock::now();
-    FLASHMSA_RETURN_IF_ERROR(sparse_attention_prefill(a));
-    res->attention_ms = ms_since(t0);
-    return Status::Ok();
+    a.out = v.out;
+    a.lse = v.lse;
+    return timed(v.device, [&] { return sparse_attention_prefill(a); }, &res->attention_ms);
   }
   DecodePlanArgs pa;
   pa.batch_size = s.B;
@@ -543,111 +626,202 @@ Status run_attention_cpu(CaseState& s, const TensorView& q_used, float q_scale, 
   pa.max_pages_per_request = static_cast<int>(s.W);
   pa.topk = kMaxTopk;
   pa.kv_format = o.kv_format;
-  pa.q_dtype = q_used.dtype;
-  pa.device = Device::cpu;
-  pa.num_threads = o.threads;
+  pa.q_dtype = v.q_used.dtype;
+  pa.device = v.device;
+  if (v.device == Device::cpu) pa.num_threads = o.threads;
   SparseDecodePlan plan;
-  auto t0 = clock::now();
-  FLASHMSA_RETURN_IF_ERROR(SparseDecodePlan::can_implement(pa));
-  FLASHMSA_RETURN_IF_ERROR(plan.plan(pa));
-  res->plan_ms = ms_since(t0);
+  FLASHMSA_RETURN_IF_ERROR(timed(
+      v.device,
+      [&]() -> Status {
+        FLASHMSA_RETURN_IF_ERROR(SparseDecodePlan::can_implement(pa));
+        return plan.plan(pa);
+      },
+      &res->plan_ms));
   DecodeRunArgs a;
-  a.q = q_used;
-  a.kv = s.kv;
-  a.topk_indices = s.topk.view();
-  a.block_table = s.block_table.view();
-  a.seq_lens = s.seq_lens.view();
+  a.q = v.q_used;
+  a.kv = v.kv;
+  a.topk_indices = v.topk;
+  a.block_table = v.block_table;
+  a.seq_lens = v.seq_lens;
   a.q_scale = q_scale;
-  a.out = s.out.view();
-  a.lse = s.lse.view();
-  t0 = clock::now();
-  FLASHMSA_RETURN_IF_ERROR(plan.run(a));
-  res->attention_ms = ms_since(t0);
+  a.out = v.out;
+  a.lse = v.lse;
+  return timed(v.device, [&] { return plan.run(a); }, &res->attention_ms);
+}
+
+/// Device copies of a case's tensors (--device cuda).
+struct DeviceState {
+  DeviceBuffer k, v, ks, vs, ik, k_new, v_new, ik_new, slot_new, q, iq, q8, iq8;
+  DeviceBuffer block_table, cu_seqlens, seq_lens, topk, out, lse;
+
+  /// Copies the host caches (all of them: data and block scales) to the device.
+  Status upload_caches(const CaseState& s) {
+    FLASHMSA_RETURN_IF_ERROR(k.upload(s.kv.k.data));
+    FLASHMSA_RETURN_IF_ERROR(v.upload(s.kv.v.data));
+    FLASHMSA_RETURN_IF_ERROR(ks.upload(s.kv.k.block_scale));
+    FLASHMSA_RETURN_IF_ERROR(vs.upload(s.kv.v.block_scale));
+    return ik.upload(s.ik.data);
+  }
+
+  StageViews views(const CaseState& s, const RunOptions& o) const {
+    StageViews r;
+    r.device = Device::cuda;
+    r.kv = s.kv;
+    r.kv.k.data = k.view();
+    r.kv.v.data = v.view();
+    r.kv.k.block_scale = ks.view();
+    r.kv.v.block_scale = vs.view();
+    r.ik = s.ik;
+    r.ik.data = ik.view();
+    r.k_new = k_new.view();
+    r.v_new = v_new.view();
+    r.ik_new = ik_new.view();
+    r.slot_new = slot_new.view();
+    r.q = q.view();
+    r.iq = iq.view();
+    r.q8 = q8.view();
+    r.iq8 = iq8.view();
+    r.block_table = block_table.view();
+    r.cu_seqlens = cu_seqlens.view();
+    r.seq_lens = seq_lens.view();
+    r.topk = topk.view();
+    r.out = out.view();
+    r.lse = lse.view();
+    set_used(o, &r);
+    return r;
+  }
+};
+
+/// Compares a device buffer with a host tensor of the same bytes, in chunks; on the
+/// first difference sets *mismatch (if empty) to a message naming `what`.
+Status compare_device(const DeviceBuffer& d, const TensorView& host, const char* what, std::string* mismatch) {
+  if (!host.defined() || !mismatch->empty()) return Status::Ok();
+  const std::size_t n = static_cast<std::size_t>(host.numel()) * dtype_size(host.dtype);
+  if (d.bytes() != n) {
+    *mismatch = std::string("device ") + what + " has a different size than the host one";
+    return Status::Ok();
+  }
+  constexpr std::size_t kChunk = std::size_t{64} << 20;
+  std::vector<std::uint8_t> buf(std::min(n, kChunk));
+  const auto* h = static_cast<const std::uint8_t*>(host.data);
+  for (std::size_t off = 0; off < n; off += kChunk) {
+    const std::size_t len = std::min(kChunk, n - off);
+    FLASHMSA_RETURN_IF_ERROR(d.download_bytes(off, buf.data(), len));
+    if (std::memcmp(buf.data(), h + off, len) != 0) {
+      std::size_t i = 0;
+      while (buf[i] == h[off + i]) ++i;
+      std::ostringstream os;
+      os << "device insert: " << what << " differs from the host insert at byte " << (off + i) << " of " << n
+         << " (device 0x" << std::hex << static_cast<int>(buf[i]) << ", host 0x" << static_cast<int>(h[off + i])
+         << ")";
+      *mismatch = os.str();
+      return Status::Ok();
+    }
+  }
   return Status::Ok();
 }
 
-/// Attention on the GPU; *done = false (and Ok) when the op has no CUDA kernel here.
-Status run_attention_cuda(CaseState& s, const TensorView& q_used, float q_scale, const RunOptions& o,
-                          CaseResult* res, bool* done) {
-  using clock = std::chrono::steady_clock;
-  *done = false;
-  DeviceBuffer dq, dk, dv, dks, dvs, dtopk, dbt, dseq, dcu, dout, dlse;
-  FLASHMSA_RETURN_IF_ERROR(dq.upload(q_used));
-  FLASHMSA_RETURN_IF_ERROR(dk.upload(s.kv.k.data));
-  FLASHMSA_RETURN_IF_ERROR(dv.upload(s.kv.v.data));
-  FLASHMSA_RETURN_IF_ERROR(dks.upload(s.kv.k.block_scale));
-  FLASHMSA_RETURN_IF_ERROR(dvs.upload(s.kv.v.block_scale));
-  FLASHMSA_RETURN_IF_ERROR(dtopk.upload(s.topk.view()));
-  FLASHMSA_RETURN_IF_ERROR(dbt.upload(s.block_table.view()));
-  FLASHMSA_RETURN_IF_ERROR(dseq.upload(s.seq_lens.view()));
-  FLASHMSA_RETURN_IF_ERROR(dcu.upload(s.cu_seqlens.view()));
-  s.out.fill_bytes(0xff);  // poison (NaN): an element the kernel never writes fails the check
-  s.lse.fill_bytes(0xff);
-  FLASHMSA_RETURN_IF_ERROR(dout.upload(s.out.view()));
-  FLASHMSA_RETURN_IF_ERROR(dlse.upload(s.lse.view()));
-  PagedKvCache kv = s.kv;
-  kv.k.data = dk.view();
-  kv.v.data = dv.view();
-  kv.k.block_scale = dks.view();
-  kv.v.block_scale = dvs.view();
-  auto t0 = clock::now();
-  if (!s.decode) {
-    SparseAttentionPrefillArgs a;
-    a.q = dq.view();
-    a.kv = kv;
-    a.topk_indices = dtopk.view();
-    a.block_table = dbt.view();
-    a.cu_seqlens_q = dcu.view();
-    a.seq_lens = dseq.view();
-    a.q_scale = q_scale;
-    a.out = dout.view();
-    a.lse = dlse.view();
-    t0 = clock::now();
-    const Status st = sparse_attention_prefill(a);
-    if (st.code() == StatusCode::kUnsupported) return Status::Ok();
-    FLASHMSA_RETURN_IF_ERROR(st);
-    FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
-    res->attention_ms = ms_since(t0);
+/// --device cuda: the three stages on the GPU, each timed between two
+/// cudaDeviceSynchronize calls. The caches as set up (prefix tokens), the call's new
+/// tokens, the queries and the metadata are copied to the GPU first (untimed); outputs
+/// are poisoned before their stage (out / lse / q8 / iq8: 0xff = NaN; top-k: 0x7f, an
+/// out-of-range page id, since 0xff would read as the legitimate -1). A stage whose op
+/// returns Unsupported runs on the CPU (host tensors) instead and its result is copied
+/// to the GPU for the next stage; res->*_device records where each ran. top-k, out and
+/// lse are copied back. With --check the host insert also runs (untimed) so the host
+/// caches are the check's reference, and *device_mismatch names the first device cache /
+/// quantised query byte that differs from them ("" when all are equal).
+Status run_stages_cuda(CaseState& s, const RunOptions& o, const StageViews& hv, CaseResult* res,
+                       std::string* device_mismatch) {
+  const float q_scale = s.q_scale;
+  bool host_inserted = false;
+  auto ensure_host_insert = [&]() -> Status {
+    if (host_inserted) return Status::Ok();
+    FLASHMSA_RETURN_IF_ERROR(insert_stage(hv, o, q_scale));
+    host_inserted = true;
+    return Status::Ok();
+  };
+  DeviceState d;
+  FLASHMSA_RETURN_IF_ERROR(d.upload_caches(s));
+  FLASHMSA_RETURN_IF_ERROR(d.k_new.upload(hv.k_new));
+  FLASHMSA_RETURN_IF_ERROR(d.v_new.upload(hv.v_new));
+  FLASHMSA_RETURN_IF_ERROR(d.ik_new.upload(hv.ik_new));
+  FLASHMSA_RETURN_IF_ERROR(d.slot_new.upload(hv.slot_new));
+  FLASHMSA_RETURN_IF_ERROR(d.q.upload(hv.q));
+  FLASHMSA_RETURN_IF_ERROR(d.iq.upload(hv.iq));
+  FLASHMSA_RETURN_IF_ERROR(d.block_table.upload(hv.block_table));
+  FLASHMSA_RETURN_IF_ERROR(d.cu_seqlens.upload(hv.cu_seqlens));
+  FLASHMSA_RETURN_IF_ERROR(d.seq_lens.upload(hv.seq_lens));
+  FLASHMSA_RETURN_IF_ERROR(d.q8.allocate(hv.q8));
+  FLASHMSA_RETURN_IF_ERROR(d.iq8.allocate(hv.iq8));
+  FLASHMSA_RETURN_IF_ERROR(d.topk.allocate(hv.topk));
+  FLASHMSA_RETURN_IF_ERROR(d.out.allocate(hv.out));
+  FLASHMSA_RETURN_IF_ERROR(d.lse.allocate(hv.lse));
+  StageViews dv = d.views(s, o);
+
+  // Stage 1: insert.
+  FLASHMSA_RETURN_IF_ERROR(d.q8.fill_bytes(0xff));
+  FLASHMSA_RETURN_IF_ERROR(d.iq8.fill_bytes(0xff));
+  Status st = timed(Device::cuda, [&] { return insert_stage(dv, o, q_scale); }, &res->insert_ms);
+  if (st.ok()) {
+    res->insert_device = "cuda";
+  } else if (st.code() == StatusCode::kUnsupported) {
+    res->insert_device = "cpu";
+    FLASHMSA_RETURN_IF_ERROR(timed(Device::cpu, [&] { return ensure_host_insert(); }, &res->insert_ms));
+    FLASHMSA_RETURN_IF_ERROR(d.upload_caches(s));  // untimed: the next stages read them
+    FLASHMSA_RETURN_IF_ERROR(d.q8.upload(hv.q8));
+    FLASHMSA_RETURN_IF_ERROR(d.iq8.upload(hv.iq8));
+    dv = d.views(s, o);
   } else {
-    DecodePlanArgs pa;
-    pa.batch_size = s.B;
-    pa.queries_per_request = s.Q;
-    pa.num_q_heads = s.Hq;
-    pa.num_kv_heads = s.Hkv;
-    pa.max_pages_per_request = static_cast<int>(s.W);
-    pa.topk = kMaxTopk;
-    pa.kv_format = o.kv_format;
-    pa.q_dtype = q_used.dtype;
-    pa.device = Device::cuda;
-    SparseDecodePlan plan;
-    const Status ci = SparseDecodePlan::can_implement(pa);
-    if (ci.code() == StatusCode::kUnsupported) return Status::Ok();
-    FLASHMSA_RETURN_IF_ERROR(ci);
-    const Status ps = plan.plan(pa);
-    if (ps.code() == StatusCode::kUnsupported) return Status::Ok();
-    FLASHMSA_RETURN_IF_ERROR(ps);
-    FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
-    res->plan_ms = ms_since(t0);
-    DecodeRunArgs a;
-    a.q = dq.view();
-    a.kv = kv;
-    a.topk_indices = dtopk.view();
-    a.block_table = dbt.view();
-    a.seq_lens = dseq.view();
-    a.q_scale = q_scale;
-    a.out = dout.view();
-    a.lse = dlse.view();
-    t0 = clock::now();
-    const Status rs = plan.run(a);
-    if (rs.code() == StatusCode::kUnsupported) return Status::Ok();
-    FLASHMSA_RETURN_IF_ERROR(rs);
-    FLASHMSA_RETURN_IF_ERROR(cuda_synchronize());
-    res->attention_ms = ms_since(t0);
+    return st;
   }
-  FLASHMSA_RETURN_IF_ERROR(dout.download(s.out.view()));
-  FLASHMSA_RETURN_IF_ERROR(dlse.download(s.lse.view()));
-  res->attention_device = "cuda";
-  *done = true;
+
+  // Stage 2: indexer.
+  FLASHMSA_RETURN_IF_ERROR(d.topk.fill_bytes(0x7f));
+  st = timed(Device::cuda, [&] { return indexer_stage(dv, s); }, &res->indexer_ms);
+  if (st.ok()) {
+    res->indexer_device = "cuda";
+    FLASHMSA_RETURN_IF_ERROR(d.topk.download(hv.topk));
+  } else if (st.code() == StatusCode::kUnsupported) {
+    res->indexer_device = "cpu";
+    FLASHMSA_RETURN_IF_ERROR(ensure_host_insert());  // untimed
+    FLASHMSA_RETURN_IF_ERROR(timed(Device::cpu, [&] { return indexer_stage(hv, s); }, &res->indexer_ms));
+    FLASHMSA_RETURN_IF_ERROR(d.topk.upload(hv.topk));
+  } else {
+    return st;
+  }
+
+  // Stage 3: attention.
+  FLASHMSA_RETURN_IF_ERROR(d.out.fill_bytes(0xff));
+  FLASHMSA_RETURN_IF_ERROR(d.lse.fill_bytes(0xff));
+  res->plan_ms = 0;
+  st = attention_stage(dv, s, o, q_scale, res);
+  if (st.ok()) {
+    res->attention_device = "cuda";
+    FLASHMSA_RETURN_IF_ERROR(d.out.download(hv.out));
+    FLASHMSA_RETURN_IF_ERROR(d.lse.download(hv.lse));
+  } else if (st.code() == StatusCode::kUnsupported) {
+    res->attention_device = "cpu";
+    res->plan_ms = 0;
+    FLASHMSA_RETURN_IF_ERROR(ensure_host_insert());  // untimed
+    FLASHMSA_RETURN_IF_ERROR(attention_stage(hv, s, o, q_scale, res));
+  } else {
+    return st;
+  }
+
+  // --check: the host caches and quantised queries become the reference (the host
+  // insert, untimed), and the device ones must equal them byte for byte.
+  if (o.check && res->insert_device == "cuda") {
+    FLASHMSA_RETURN_IF_ERROR(ensure_host_insert());
+    std::string& mm = *device_mismatch;
+    FLASHMSA_RETURN_IF_ERROR(compare_device(d.k, s.kv.k.data, "K cache", &mm));
+    FLASHMSA_RETURN_IF_ERROR(compare_device(d.v, s.kv.v.data, "V cache", &mm));
+    FLASHMSA_RETURN_IF_ERROR(compare_device(d.ks, s.kv.k.block_scale, "K block scales", &mm));
+    FLASHMSA_RETURN_IF_ERROR(compare_device(d.vs, s.kv.v.block_scale, "V block scales", &mm));
+    FLASHMSA_RETURN_IF_ERROR(compare_device(d.ik, s.ik.data, "index-K cache", &mm));
+    FLASHMSA_RETURN_IF_ERROR(compare_device(d.q8, hv.q8, "e4m3 query", &mm));
+    FLASHMSA_RETURN_IF_ERROR(compare_device(d.iq8, hv.iq8, "e4m3 index query", &mm));
+  }
   return Status::Ok();
 }
 
@@ -679,56 +853,24 @@ Status run_case_impl(const WorkloadCase& c, const RunOptions& o, CaseResult* res
   FLASHMSA_RETURN_IF_ERROR(setup_case(c, o, &s));
   res->setup_ms = ms_since(t0);
 
-  // Stage 1: insert the call's new tokens (+ quantise the queries).
-  t0 = clock::now();
-  FLASHMSA_RETURN_IF_ERROR(cache_insert(s.k_new.view(), s.v_new.view(), s.slot_new.view(), s.kv));
-  FLASHMSA_RETURN_IF_ERROR(index_cache_insert(s.ik_new.view(), s.slot_new.view(), s.ik));
+  // The stages: insert the call's new tokens (+ quantise the queries), indexer, attention.
+  // With --device cuda they run on the GPU (run_stages_cuda); an op without a CUDA kernel
+  // in this build (Unsupported) runs on the CPU instead, and the report says so.
   const float q_scale = s.q_scale;
-  if (o.kv_format != KvFormat::bf16)
-    FLASHMSA_RETURN_IF_ERROR(quantize_query_e4m3(s.q.view(), q_scale, s.q8.view()));
-  if (o.index_format != KvFormat::bf16)  // plain E4M3_sat, no scale (spec 2.1 item 4)
-    FLASHMSA_RETURN_IF_ERROR(quantize_query_e4m3(s.iq.view(), 1.0f, s.iq8.view()));
-  res->insert_ms = ms_since(t0);
   res->q_scale = q_scale;
   res->k_scale = s.kv.k.global_scale;
   res->v_scale = s.kv.v.global_scale;
-  const TensorView q_used = o.kv_format != KvFormat::bf16 ? s.q8.view() : s.q.view();
-  const TensorView iq_used = o.index_format != KvFormat::bf16 ? s.iq8.view() : s.iq.view();
-
-  // Stage 2: indexer.
-  t0 = clock::now();
-  if (!s.decode) {
-    IndexerPrefillArgs a;
-    a.q = iq_used;
-    a.index_k = s.ik;
-    a.block_table = s.block_table.view();
-    a.cu_seqlens_q = s.cu_seqlens.view();
-    a.seq_lens = s.seq_lens.view();
-    a.topk_indices = s.topk.view();
-    FLASHMSA_RETURN_IF_ERROR(indexer_prefill(a));
-  } else {
-    IndexerDecodeArgs a;
-    a.q = iq_used;
-    a.index_k = s.ik;
-    a.block_table = s.block_table.view();
-    a.seq_lens = s.seq_lens.view();
-    a.queries_per_request = s.Q;
-    a.topk_indices = s.topk.view();
-    FLASHMSA_RETURN_IF_ERROR(indexer_decode(a));
-  }
-  res->indexer_ms = ms_since(t0);
-
-  // Stage 3: attention. With --device cuda the attention inputs are copied to the GPU
-  // (untimed) and the call is timed up to cudaDeviceSynchronize; an op without a CUDA
-  // kernel in this build (Unsupported) runs on the CPU instead, and the report says so.
-  bool attention_done = false;
+  const StageViews hv = host_views(s, o);
+  std::string device_mismatch;
   if (o.device == Device::cuda) {
-    FLASHMSA_RETURN_IF_ERROR(run_attention_cuda(s, q_used, q_scale, o, res, &attention_done));
+    FLASHMSA_RETURN_IF_ERROR(run_stages_cuda(s, o, hv, res, &device_mismatch));
+  } else {
+    FLASHMSA_RETURN_IF_ERROR(timed(Device::cpu, [&] { return insert_stage(hv, o, q_scale); }, &res->insert_ms));
+    FLASHMSA_RETURN_IF_ERROR(timed(Device::cpu, [&] { return indexer_stage(hv, s); }, &res->indexer_ms));
+    FLASHMSA_RETURN_IF_ERROR(attention_stage(hv, s, o, q_scale, res));
   }
-  if (!attention_done) {
-    res->attention_device = "cpu";
-    FLASHMSA_RETURN_IF_ERROR(run_attention_cpu(s, q_used, q_scale, o, res));
-  }
+  const TensorView q_used = hv.q_used;
+  const TensorView iq_used = hv.iq_used;
 
   account_work(c, o, s, res);
 
@@ -779,6 +921,10 @@ Status run_case_impl(const WorkloadCase& c, const RunOptions& o, CaseResult* res
     in.check_rows = o.check_rows;
     in.threads = o.threads;
     res->check = run_check(in);
+    if (!device_mismatch.empty()) {
+      res->check.pass = false;
+      res->check.message = device_mismatch + (res->check.message.empty() ? "" : "; " + res->check.message);
+    }
   }
   res->status = "ok";
   if (nonfinite > 0) {
@@ -877,7 +1023,9 @@ RunReport run_cases(const std::vector<WorkloadCase>& cases, const RunOptions& o,
       if (r.status == "ok" || r.status == "failed") {
         os << std::fixed << std::setprecision(2) << "setup " << r.setup_ms / 1000.0 << " s, insert "
            << r.insert_ms << " ms, indexer " << r.indexer_ms << " ms, attention " << r.attention_ms << " ms";
-        if (o.device == Device::cuda) os << " on " << r.attention_device;
+        if (o.device == Device::cuda)
+          os << " (insert/indexer/attention on " << r.insert_device << "/" << r.indexer_device << "/"
+             << r.attention_device << ")";
         if (c.useful_flops >= 0) os << ", workload useful_flops " << c.useful_flops;
         if (r.check.enabled)
           os << std::scientific << std::setprecision(2) << ", max err " << r.check.max_abs_err
