@@ -143,7 +143,8 @@ class SparseDecodePlan {
 
 /// Decode plans keyed by everything that shapes a plan: batch_size, queries_per_request,
 /// num_q_heads, num_kv_heads, max_pages_per_request, topk, kv_format, q_dtype, device,
-/// num_threads. An engine keeps one cache per stream and calls get() once per step:
+/// num_threads, and for CUDA plans the current CUDA device ordinal (a plan's workspace
+/// lives on one GPU). An engine keeps one cache per stream and calls get() once per step:
 /// the same key returns the same plan object (planned on first use, workspace kept), so
 /// captured CUDA graphs stay valid. Not thread-safe.
 class DecodePlanCache {
@@ -158,7 +159,7 @@ class DecodePlanCache {
   void clear() { plans_.clear(); }
 
  private:
-  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int>;
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int>;
   std::map<Key, std::unique_ptr<SparseDecodePlan>> plans_;
 };
 

@@ -183,10 +183,14 @@ Status DecodePlanCache::get(const DecodePlanArgs& a, SparseDecodePlan** plan) {
   if (plan == nullptr)
     return Status::InvalidArgument("DecodePlanCache::get", "plan", "a non-null output pointer",
                                    "nullptr");
+  int ordinal = -1;  // CUDA plans: the current device (workspace is per GPU)
+#ifdef FLASHMSA_WITH_CUDA
+  if (a.device == Device::cuda) cuda::device_ordinal(&ordinal);
+#endif
   const Key key{a.batch_size,  a.queries_per_request, a.num_q_heads,
                 a.num_kv_heads, a.max_pages_per_request, a.topk,
                 static_cast<int>(a.kv_format), static_cast<int>(a.q_dtype),
-                static_cast<int>(a.device), a.num_threads};
+                static_cast<int>(a.device), a.num_threads, ordinal};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     auto fresh = std::make_unique<SparseDecodePlan>();

@@ -601,6 +601,7 @@ int device_malloc(void** ptr, std::int64_t bytes) {
   return cudaMalloc(ptr, static_cast<size_t>(bytes));
 }
 int device_free(void* ptr) { return ptr ? cudaFree(ptr) : 0; }
+int device_ordinal(int* ordinal) { return cudaGetDevice(ordinal); }
 int device_sm_count(int* count) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);

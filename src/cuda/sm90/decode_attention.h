@@ -87,6 +87,7 @@ std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_spli
 int device_malloc(void** ptr, std::int64_t bytes);
 int device_free(void* ptr);
 int device_sm_count(int* count);
+int device_ordinal(int* ordinal);
 const char* error_string(int err);
 
 }  // namespace flashmsa::cuda
