@@ -80,32 +80,16 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 Status DeviceBuffer::upload(const TensorView& host) {
-  view_ = TensorView{};
+  FLASHMSA_RETURN_IF_ERROR(allocate(host));  // same shape on the device (or empty view)
   if (!host.defined()) return Status::Ok();
-  if (!host.is_contiguous())
-    return Status(StatusCode::kInternal, "flashmsa run: DeviceBuffer::upload needs a contiguous tensor");
 #ifdef FLASHMSA_TOOLS_CUDA
-  const std::size_t bytes = view_bytes(host);
-  if (ptr_ && bytes_ < bytes) {
-    (void)cudaFree(ptr_);
-    ptr_ = nullptr;
+  const cudaError_t e = cudaMemcpy(ptr_, host.data, view_bytes(host), cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    view_ = TensorView{};
+    return cuda_error("cudaMemcpy (host to device)", e);
   }
-  if (!ptr_) {
-    const cudaError_t e = cudaMalloc(&ptr_, bytes > 0 ? bytes : 1);
-    if (e != cudaSuccess) {
-      ptr_ = nullptr;
-      return cuda_error("cudaMalloc", e);
-    }
-    bytes_ = bytes;
-  }
-  const cudaError_t e = cudaMemcpy(ptr_, host.data, bytes, cudaMemcpyHostToDevice);
-  if (e != cudaSuccess) return cuda_error("cudaMemcpy (host to device)", e);
-  view_ = host;
-  view_.data = ptr_;
-  view_.device = Device::cuda;
   return Status::Ok();
 #else
-  (void)view_bytes;
   return no_cuda();
 #endif
 }
