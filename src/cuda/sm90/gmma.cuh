@@ -1,0 +1,201 @@
+// Hopper warpgroup MMA (wgmma) building blocks shared by the SM90 kernels.
+//
+// The instructions themselves come from CUTLASS/CuTe (cute/arch/mma_sm90_gmma.hpp, pinned
+// nvidia-cutlass 4.2.0.0, see cmake/FlashMSACutlass.cmake); this header adds what a
+// kernel that keeps raw shared-memory tiles needs around them:
+//   - the 128-byte-swizzled shared-memory tile format both operands use,
+//   - shared-memory matrix descriptors for K-major and MN-major tiles,
+//   - array-taking wrappers for the m64n128 instructions FlashMSA uses.
+//
+// Tile format ("SW128 panel"): a tile of `rows` rows, each `row_bytes` bytes (a multiple
+// of 128) is stored as row_bytes/128 panels of rows x 128 bytes; panel p holds bytes
+// [128p, 128p+128) of every row. Inside a panel, the 16-byte chunk c of row r lives at
+// r*128 + ((c ^ (r % 8)) * 16): CuTe's Swizzle<3,4,3>. Panels must start 1024-byte aligned.
+//
+// Operand conventions (one warpgroup = 128 threads computes a 64 x 128 FP32 tile):
+//   - A (M = 64 rows) K-major: rows are the M index, bytes along K.
+//   - B K-major: rows are the N index (128 rows), bytes along K.
+//   - B MN-major (16-bit types only): rows are the K index, bytes along N (two panels
+//     of 64 N-elements for N = 128).
+//   - Register A (RS forms): the fragment of the m64nNk16 / k32 instruction, which for
+//     16-bit types equals the accumulator layout converted pairwise (see pack helpers).
+//
+// Accumulator layout of a 64 x 128 FP32 tile in thread t of the warpgroup (warp w = t/32,
+// lane l = t%32): d[4j + 0] = (row 16w + l/4,     col 8j + 2(l%4)),
+//                 d[4j + 1] = (row 16w + l/4,     col 8j + 2(l%4) + 1),
+//                 d[4j + 2] = (row 16w + l/4 + 8, col 8j + 2(l%4)),
+//                 d[4j + 3] = (row 16w + l/4 + 8, col 8j + 2(l%4) + 1),   j = 0..15.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+
+namespace flashmsa::cuda::sm90::gmma {
+
+namespace G = cute::SM90::GMMA;
+
+/// Byte offset of byte `b` of row `r` inside an SW128 tile of `rows` rows.
+__device__ __forceinline__ std::uint32_t sw128_offset(int r, int b, int rows) {
+  const int panel = b >> 7;
+  const int chunk = (b >> 4) & 7;
+  return static_cast<std::uint32_t>(panel * rows * 128 + r * 128 + ((chunk ^ (r & 7)) << 4) + (b & 15));
+}
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// Descriptor of a K-major SW128 operand starting at shared address `addr` (the panel base
+/// plus the byte offset of the current K step inside the 128-byte row).
+__device__ __forceinline__ std::uint64_t desc_k_sw128(std::uint32_t addr) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = static_cast<std::uint16_t>((addr & 0x3FFFF) >> 4);
+  d.bitfield.leading_byte_offset_ = 1;           // unused by swizzled K-major layouts
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;    // 8 rows x 128 bytes
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = static_cast<std::uint8_t>(G::LayoutType::B128);
+  return d.desc_;
+}
+
+/// Descriptor of an MN-major SW128 operand (16-bit types): rows are K, 128-byte panels
+/// along MN, `panel_bytes` apart. `addr` = tile base + k_row * 128.
+__device__ __forceinline__ std::uint64_t desc_mn_sw128(std::uint32_t addr, std::uint32_t panel_bytes) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = static_cast<std::uint16_t>((addr & 0x3FFFF) >> 4);
+  d.bitfield.leading_byte_offset_ = static_cast<std::uint16_t>(panel_bytes >> 4);
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;    // 8 K rows x 128 bytes
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = static_cast<std::uint8_t>(G::LayoutType::B128);
+  return d.desc_;
+}
+
+__device__ __forceinline__ void fence() { cute::warpgroup_arrive(); }
+__device__ __forceinline__ void commit() { cute::warpgroup_commit_batch(); }
+template <int N>
+__device__ __forceinline__ void wait() { cute::warpgroup_wait<N>(); }
+
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) cute::warpgroup_fence_operand(d[i]);
+}
+
+namespace detail {
+template <class Atom, std::size_t... I>
+__device__ __forceinline__ void ss(std::uint64_t a, std::uint64_t b, float (&d)[64], G::ScaleOut s,
+                                   std::index_sequence<I...>) {
+  Atom::fma(a, b, d[I]..., s);
+}
+template <class Atom, std::size_t... I>
+__device__ __forceinline__ void rs(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[64],
+                                   G::ScaleOut s, std::index_sequence<I...>) {
+  Atom::fma(a[0], a[1], a[2], a[3], b, d[I]..., s);
+}
+}  // namespace detail
+
+/// D(64x128) (+)= A(64x16, smem K-major) * B(16x128, smem K-major), BF16 in, FP32 out.
+__device__ __forceinline__ void bf16_ss(std::uint64_t a, std::uint64_t b, float (&d)[64], bool accumulate) {
+  detail::ss<cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<G::Major::K, G::Major::K>>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<64>{});
+}
+
+/// D(64x128) (+)= A(64x16, registers) * B(16x128, smem MN-major), BF16 in, FP32 out.
+__device__ __forceinline__ void bf16_rs_bmn(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[64],
+                                            bool accumulate) {
+  detail::rs<cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<G::Major::K, G::Major::MN>>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<64>{});
+}
+
+/// D(64x128) (+)= A(64x16, registers) * B(16x128, smem MN-major), F16 in, FP32 out. The
+/// FP8 attention paths use it for P V: E4M3 probabilities and E4M3 (or NVFP4-dequantised)
+/// V values are exact in F16, so the products equal an E4M3 MMA's.
+__device__ __forceinline__ void f16_rs_bmn(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[64],
+                                           bool accumulate) {
+  detail::rs<cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<G::Major::K, G::Major::MN>>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<64>{});
+}
+
+/// D(64x128) (+)= A(64x32, smem K-major) * B(32x128, smem K-major), E4M3 in, FP32 out.
+__device__ __forceinline__ void e4m3_ss(std::uint64_t a, std::uint64_t b, float (&d)[64], bool accumulate) {
+  detail::ss<cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<64>{});
+}
+
+/// D(64x128) (+)= A(64x32, registers) * B(32x128, smem K-major), E4M3 in, FP32 out.
+/// Register A of k-step s holds, in thread lane l, logical K = 4(l%4)+i (a[0], a[1] for
+/// rows r, r+8) and 16+4(l%4)+i (a[2], a[3]). Use `e4m3_rs_k_perm` to place the K
+/// (token) index of B so that A can be built straight from an accumulator tile.
+__device__ __forceinline__ void e4m3_rs(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[64],
+                                        bool accumulate) {
+  detail::rs<cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_RS_TN<>>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<64>{});
+}
+
+/// Packs two floats into a bf16x2 register (low half = first).
+__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %2, %1;" : "=r"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+
+/// Packs two floats into an f16x2 register (low half = first).
+__device__ __forceinline__ std::uint32_t pack_f16x2(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %2, %1;" : "=r"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+
+/// Two E4M3 bytes (low byte = first) to an f16x2 register; exact.
+__device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t v) {
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(v));
+  return r;
+}
+
+/// Packs four floats into four E4M3 bytes (saturating, RNE), byte 0 = x0.
+__device__ __forceinline__ std::uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  std::uint16_t lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(lo) : "f"(x0), "f"(x1));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(hi) : "f"(x2), "f"(x3));
+  return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+}
+
+/// A fragment (BF16) of k-step s (K = 16s..16s+15) from a 64 x 128 FP32 accumulator tile.
+__device__ __forceinline__ void bf16_a_from_acc(const float (&p)[64], int s, std::uint32_t (&a)[4]) {
+  a[0] = pack_bf16x2(p[8 * s + 0], p[8 * s + 1]);
+  a[1] = pack_bf16x2(p[8 * s + 2], p[8 * s + 3]);
+  a[2] = pack_bf16x2(p[8 * s + 4], p[8 * s + 5]);
+  a[3] = pack_bf16x2(p[8 * s + 6], p[8 * s + 7]);
+}
+
+/// A fragment (F16) of k-step s from a 64 x 128 FP32 accumulator tile.
+__device__ __forceinline__ void f16_a_from_acc(const float (&p)[64], int s, std::uint32_t (&a)[4]) {
+  a[0] = pack_f16x2(p[8 * s + 0], p[8 * s + 1]);
+  a[1] = pack_f16x2(p[8 * s + 2], p[8 * s + 3]);
+  a[2] = pack_f16x2(p[8 * s + 4], p[8 * s + 5]);
+  a[3] = pack_f16x2(p[8 * s + 6], p[8 * s + 7]);
+}
+
+/// A fragment (E4M3) of k-step s (accumulator columns 32s..32s+31) from a 64 x 128 FP32
+/// tile, each value multiplied by `scale` before rounding. The logical K order this
+/// produces is the one `e4m3_rs_k_perm` describes.
+__device__ __forceinline__ void e4m3_a_from_acc(const float (&p)[64], int s, float scale, std::uint32_t (&a)[4]) {
+  const float* q = p + 16 * s;  // n8 blocks j = 4s .. 4s+3
+  a[0] = pack_e4m3x4(q[0] * scale, q[1] * scale, q[4] * scale, q[5] * scale);
+  a[1] = pack_e4m3x4(q[2] * scale, q[3] * scale, q[6] * scale, q[7] * scale);
+  a[2] = pack_e4m3x4(q[8] * scale, q[9] * scale, q[12] * scale, q[13] * scale);
+  a[3] = pack_e4m3x4(q[10] * scale, q[11] * scale, q[14] * scale, q[15] * scale);
+}
+
+/// For the E4M3 RS form fed by `e4m3_a_from_acc`: the logical K position (0..31 inside a
+/// k32 step) at which accumulator column `c` (0..31 inside the step) must be placed in B.
+/// Column c = 8j' + 2q + e (j' = 0..3, q = lane%4, e = 0..1) goes to 16(j'/2) + 4q + 2(j'%2) + e.
+__host__ __device__ __forceinline__ int e4m3_rs_k_perm(int c) {
+  const int jp = c >> 3, q = (c >> 1) & 3, e = c & 1;
+  return 16 * (jp >> 1) + 4 * q + 2 * (jp & 1) + e;
+}
+
+}  // namespace flashmsa::cuda::sm90::gmma
