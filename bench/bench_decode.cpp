@@ -257,7 +257,7 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string suite = "all", heads = "64/4,16/1", formats = "bf16,fp8,nvfp4", csv;
+  std::string suite = "all", heads = "64/4,16/1", formats = "bf16,fp8,nvfp4", csv, only_cases;
   int calls = 120, reps = 20, q_override = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -269,6 +269,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--csv") csv = next();
     else if (a == "--q") q_override = std::stoi(next());
+    else if (a == "--cases") only_cases = next();  // comma-separated case ids
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -299,8 +300,10 @@ int main(int argc, char** argv) {
     for (const std::string& h : split(heads, ',')) {
       const int hq = std::stoi(h.substr(0, h.find('/'))), hkv = std::stoi(h.substr(h.find('/') + 1));
       for (auto& [name, cases] : suites)
-        for (auto& c : cases)
+        for (auto& c : cases) {
+          if (!only_cases.empty() && ("," + only_cases + ",").find("," + c.id + ",") == std::string::npos) continue;
           if (!bench_case(c, name, hq, hkv, fmt, calls, reps, &rows)) return 1;
+        }
     }
   }
   if (!csv.empty()) {

@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -69,7 +71,12 @@ void run_variant(GmmaSelftest v, std::uint64_t seed) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<float> d(64 * 128);
   ASSERT_EQ(cudaMemcpy(d.data(), dd.p, d.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  // E4M3 wgmma adds products with a reduced-precision aligner on Hopper (about 2^-14 of
+  // the magnitude sum was measured on the H200); every other form accumulates in FP32.
+  const bool e4m3_mma = v == GmmaSelftest::e4m3_ss || v == GmmaSelftest::e4m3_rs;
+  const double rel = e4m3_mma ? 1.0 / 4096 : 1e-5;
   int bad = 0;
+  double worst = 0;
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 128; ++n) {
       double ref = 0, mag = 0;
@@ -78,11 +85,13 @@ void run_variant(GmmaSelftest v, std::uint64_t seed) {
         mag += std::fabs(av[m * 128 + k] * bv[k * 128 + n]);
       }
       const double got = d[m * 128 + n];
-      if (!(std::fabs(got - ref) <= 1e-5 * mag + 1e-6)) {
+      if (mag > 0) worst = std::max(worst, std::fabs(got - ref) / mag);
+      if (!(std::fabs(got - ref) <= rel * mag + 1e-6)) {
         if (bad++ < 5) ADD_FAILURE() << "m=" << m << " n=" << n << " got " << got << " want " << ref;
       }
     }
   EXPECT_EQ(bad, 0) << "mismatches of 8192";
+  std::printf("variant %d: worst |error| / sum|products| = %.3g\n", static_cast<int>(v), worst);
 }
 
 TEST(CudaGmma, Bf16SharedShared) { REQUIRE_GPU(); run_variant(GmmaSelftest::bf16_ss, 1); }

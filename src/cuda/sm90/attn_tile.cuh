@@ -3,16 +3,24 @@
 //
 // One page (128 tokens) of one KV head lives in shared memory as
 //   K: SW128 K-major [128 tokens][128 dims], BF16 (32 KB) or E4M3 (16 KB; NVFP4 pages are
-//      dequantised to E4M3_sat(e2m1 x block scale), spec D7 / 5.2);
+//      dequantised to E4M3_sat(e2m1 x block scale), spec D7 / 5.2), or, with QK16, the
+//      E4M3 values held exactly in F16 (32 KB);
 //   V: SW128 MN-major [128 tokens][128 dims] as BF16 (BF16 path) or F16 (FP8 paths: every
 //      E4M3 value and every E4M3_sat(e2m1 x scale) is exact in F16), 32 KB.
 // Tokens at or beyond `valid` are zero in both tiles, so garbage in a partial page can
 // never reach the output (0 x NaN) even though those keys are masked.
 //
 // A warpgroup (128 threads) owns 64 query rows (rows = query x head) and computes
-//   S(64 x 128) = Q K^T   with BF16 HGMMA or E4M3 QGMMA (Q in SW128 K-major, shared),
+//   S(64 x 128) = Q K^T   with BF16 HGMMA, E4M3 QGMMA, or (QK16) F16 HGMMA on the exact
+//                         F16 images of the E4M3 Q and K (Q in SW128 K-major, shared),
 //   O(64 x 128) += P V    with BF16 or F16 HGMMA, P from registers.
 // Accumulator layout: gmma.cuh.
+//
+// QK16: Hopper's E4M3 wgmma adds its products with a reduced-precision aligner (errors
+// near 2^-14 of the magnitude sum were measured on the H200, tests/cuda/test_cuda_gmma),
+// which is not the FP32 accumulation spec D7 asks for and flips E4M3(P*448) roundings
+// against the CPU reference in short rows. QK16 = true runs S = Q K^T on the F16 images
+// instead: every product is exact and the sum is FP32, at half the E4M3 MMA rate.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,15 +36,30 @@ namespace gm = ::flashmsa::cuda::sm90::gmma;
 
 enum : int { kBf16 = 0, kFp8 = 1, kNvfp4 = 2 };
 
-/// Shared bytes of one staged page of format FMT (all multiples of 1024).
-template <int FMT>
+/// Shared bytes of one page of format FMT, in two regions (all multiples of 1024):
+///   stage: what cp.async writes (double-buffered by the kernels): the BF16 K and V tiles,
+///          the E4M3 K tile (QGMMA), or the raw E4M3 / NVFP4 bytes awaiting conversion;
+///   conv:  the tiles `convert_page` writes (one buffer): F16 V, and F16 / E4M3 K.
+template <int FMT, bool QK16 = false>
 struct PageBytes {
-  static constexpr int kK = FMT == kBf16 ? 32768 : 16384;  // K tile
-  static constexpr int kV = 32768;                          // V tile
-  static constexpr int kRawK = FMT == kNvfp4 ? 8192 : 0;     // NVFP4 codes of K before dequant
+  static constexpr bool kWide = FMT == kBf16 || QK16;    // 16-bit K and Q tiles
+  static constexpr int kK = kWide ? 32768 : 16384;       // K tile
+  static constexpr int kV = 32768;                        // V tile
+  static constexpr bool kKInStage = FMT == kBf16 || (FMT == kFp8 && !QK16);
+  static constexpr int kRawK = FMT == kNvfp4 ? 8192 : (FMT == kFp8 && QK16 ? 16384 : 0);
   static constexpr int kRawV = FMT == kBf16 ? 0 : (FMT == kFp8 ? 16384 : 8192);
-  static constexpr int kTotal = kK + kV + kRawK + kRawV;
-  static constexpr int kQRow = FMT == kBf16 ? 256 : 128;    // bytes of one query row
+  static constexpr int kStage = (kKInStage ? kK : kRawK) + (FMT == kBf16 ? kV : kRawV);
+  static constexpr int kConv = (kKInStage ? 0 : kK) + (FMT == kBf16 ? 0 : kV);
+  static constexpr int kQRow = kWide ? 256 : 128;        // bytes of one query row in the Q tile
+  // Tile addresses inside the regions.
+  __device__ static std::uint8_t* k_tile(std::uint8_t* stage, std::uint8_t* conv) {
+    return kKInStage ? stage : conv;
+  }
+  __device__ static std::uint8_t* v_tile(std::uint8_t* stage, std::uint8_t* conv) {
+    return FMT == kBf16 ? stage + kK : conv + (kKInStage ? 0 : kK);
+  }
+  __device__ static std::uint8_t* raw_k(std::uint8_t* stage) { return stage; }
+  __device__ static std::uint8_t* raw_v(std::uint8_t* stage) { return stage + (kKInStage ? kK : kRawK); }
 };
 
 /// Where one (physical page, KV head) lives in global memory. Byte pointers and strides.
@@ -62,65 +85,70 @@ __device__ __forceinline__ void fence_view_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-/// Stage 1 of a page load (all `nthr` threads, index `tid`): the cp.async copies. BF16
-/// and FP8 K and BF16 V go straight to their tiles; FP8 V and NVFP4 K/V go to raw
-/// buffers for `convert_page`. Tokens >= valid are zero-filled.
-template <int FMT>
-__device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* tile, int valid, int tid,
+enum : int { kSideK = 0, kSideV = 1 };
+
+/// Stage 1 of a page load for one side (all `nthr` threads, index `tid`): the cp.async
+/// copies into the stage region. BF16 K/V and the QGMMA E4M3 K go straight to their
+/// tiles; the rest goes to raw buffers for `convert_side`. Tokens >= valid are zero-filled.
+template <int FMT, bool QK16, int SIDE>
+__device__ __forceinline__ void issue_side_copy(const PageSrc& s, std::uint8_t* stage, int valid, int tid,
                                                 int nthr) {
-  using B = PageBytes<FMT>;
-  std::uint8_t* tk = tile;
-  std::uint8_t* tv = tile + B::kK;
-  std::uint8_t* rk = tv + B::kV;
-  std::uint8_t* rv = rk + B::kRawK;
-  if constexpr (FMT == kBf16) {
-    for (int c = tid; c < 128 * 16; c += nthr) {
-      const int t = c >> 4, b = (c & 15) * 16;
-      const bool ok = t < valid;
-      const int ts = ok ? t : 0;
-      cp_async16_zfill(tk + gm::sw128_offset(t, b, 128), s.k + ts * s.k_tok + b, ok);
-      cp_async16_zfill(tv + gm::sw128_offset(t, b, 128), s.v + ts * s.v_tok + b, ok);
-    }
-  } else if constexpr (FMT == kFp8) {
-    for (int c = tid; c < 128 * 8; c += nthr) {
-      const int t = c >> 3, b = (c & 7) * 16;
-      const bool ok = t < valid;
-      const int ts = ok ? t : 0;
-      cp_async16_zfill(tk + gm::sw128_offset(t, b, 128), s.k + ts * s.k_tok + b, ok);
-      cp_async16_zfill(rv + t * 128 + b, s.v + ts * s.v_tok + b, ok);
-    }
-  } else {
-    for (int c = tid; c < 128 * 4; c += nthr) {
-      const int t = c >> 2, b = (c & 3) * 16;
-      const bool ok = t < valid;
-      const int ts = ok ? t : 0;
-      cp_async16_zfill(rk + t * 64 + b, s.k + ts * s.k_tok + b, ok);
-      cp_async16_zfill(rv + t * 64 + b, s.v + ts * s.v_tok + b, ok);
-    }
+  using B = PageBytes<FMT, QK16>;
+  const std::uint8_t* src = SIDE == kSideK ? s.k : s.v;
+  const std::int64_t tok = SIDE == kSideK ? s.k_tok : s.v_tok;
+  constexpr int kRow = FMT == kBf16 ? 256 : (FMT == kFp8 ? 128 : 64);  // global bytes per token
+  constexpr bool kTile = FMT == kBf16 || (SIDE == kSideK && B::kKInStage);  // straight into the SW128 tile
+  std::uint8_t* dst = SIDE == kSideK ? (kTile ? B::k_tile(stage, nullptr) : B::raw_k(stage))
+                                     : (kTile ? B::v_tile(stage, nullptr) : B::raw_v(stage));
+  for (int c = tid; c < 128 * (kRow / 16); c += nthr) {
+    const int t = c / (kRow / 16), b = (c % (kRow / 16)) * 16;
+    const bool ok = t < valid;
+    const int ts = ok ? t : 0;
+    cp_async16_zfill(dst + (kTile ? gm::sw128_offset(t, b, 128) : static_cast<std::uint32_t>(t * kRow + b)),
+                     src + ts * tok + b, ok);
   }
 }
 
-// E2M1 code (4 bits) -> f16 bits, exact.
-__device__ __forceinline__ unsigned e2m1_to_f16_bits(unsigned code) {
-  const unsigned e = (code >> 1) & 3u, m = code & 1u;
-  const unsigned mag = e ? (((e + 14u) << 10) | (m << 9)) : (m ? 0x3800u : 0u);
-  return mag | ((code & 8u) << 12);
+/// Both sides of `issue_side_copy`.
+template <int FMT, bool QK16 = false>
+__device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* stage, int valid, int tid,
+                                                int nthr) {
+  issue_side_copy<FMT, QK16, kSideK>(s, stage, valid, tid, nthr);
+  issue_side_copy<FMT, QK16, kSideV>(s, stage, valid, tid, nthr);
 }
 
-// 16 NVFP4 values (8 code bytes) x block scale -> E4M3_sat bytes as 8 x e4m3x2 (u16).
+// Four E2M1 codes (16 bits, code j in bits 4j..4j+3) -> two f16x2 words (exact): the
+// magnitudes' high bytes come from an 8-entry byte table through prmt, signs are moved.
+__device__ __forceinline__ void e2m1x4_to_f16x4(std::uint32_t x, std::uint32_t& w0, std::uint32_t& w1) {
+  // High bytes of the f16 images of 0, 0.5, 1, 1.5, 2, 3, 4, 6 (low bytes are zero).
+  constexpr std::uint32_t kLo = 0x3E3C3800u, kHi = 0x46444240u;
+  std::uint32_t hb;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(hb) : "r"(kLo), "r"(kHi), "r"(x & 0x7777u));
+  asm("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(w0) : "r"(hb), "r"(0u));
+  asm("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(w1) : "r"(hb), "r"(0u));
+  w0 |= ((x << 12) & 0x8000u) | ((x << 24) & 0x80000000u);
+  w1 |= ((x << 4) & 0x8000u) | ((x << 16) & 0x80000000u);
+}
+
+// 16 NVFP4 values (8 code bytes, even element in the low nibble) x block scale ->
+// E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 8 x e4m3x2.
 __device__ __forceinline__ void nvfp4_group_to_e4m3(const std::uint8_t* codes, std::uint8_t scale,
                                                     std::uint16_t (&out)[8]) {
   const std::uint32_t s16 = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(scale * 0x101u));
   const __half2 s2 = *reinterpret_cast<const __half2*>(&s16);
   const uint2 in = *reinterpret_cast<const uint2*>(codes);
-  const std::uint8_t* b = reinterpret_cast<const std::uint8_t*>(&in);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const unsigned x = e2m1_to_f16_bits(b[i] & 0xfu) | (e2m1_to_f16_bits(b[i] >> 4) << 16);
-    __half2 prod = __hmul2(*reinterpret_cast<const __half2*>(&x), s2);  // exact in f16
-    std::uint16_t q;
-    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(q) : "r"(*reinterpret_cast<unsigned*>(&prod)));
-    out[i] = q;
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t x = ((i < 2 ? in.x : in.y) >> (16 * (i & 1))) & 0xffffu;
+    std::uint32_t w[2];
+    e2m1x4_to_f16x4(x, w[0], w[1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      __half2 prod = __hmul2(*reinterpret_cast<const __half2*>(&w[h]), s2);  // exact in f16
+      std::uint16_t q;
+      asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(q) : "r"(*reinterpret_cast<unsigned*>(&prod)));
+      out[2 * i + h] = q;
+    }
   }
 }
 
@@ -130,50 +158,70 @@ __device__ __forceinline__ std::uint8_t nvfp4_scale(const std::uint8_t* plane, s
   return plane[so];
 }
 
-/// Stage 2 of a page load, after the copies completed and a barrier: FP8 V -> F16 V
-/// tile; NVFP4 K -> E4M3 K tile and NVFP4 V -> F16 V tile. No-op for BF16. Ends with the
-/// proxy fence; the caller still needs a barrier before the warpgroups read the tiles.
-template <int FMT>
-__device__ __forceinline__ void convert_page(const PageSrc& s, std::uint8_t* tile, int valid, int tid, int nthr) {
-  using B = PageBytes<FMT>;
-  std::uint8_t* tk = tile;
-  std::uint8_t* tv = tile + B::kK;
-  const std::uint8_t* rk = tv + B::kV;
-  const std::uint8_t* rv = rk + B::kRawK;
-  if constexpr (FMT == kFp8) {
-    for (int c = tid; c < 128 * 16; c += nthr) {  // 8 dims per item
+// 8 E4M3 bytes -> 8 F16 values (16 bytes) stored at `dst` (exact).
+__device__ __forceinline__ void store_e4m3x8_as_f16(std::uint8_t* dst, uint2 in) {
+  const std::uint16_t* h = reinterpret_cast<const std::uint16_t*>(&in);
+  *reinterpret_cast<uint4*>(dst) = make_uint4(gm::e4m3x2_to_f16x2(h[0]), gm::e4m3x2_to_f16x2(h[1]),
+                                              gm::e4m3x2_to_f16x2(h[2]), gm::e4m3x2_to_f16x2(h[3]));
+}
+
+/// Stage 2 of a page load for one side, after its copies completed and a barrier: raw
+/// bytes of the stage region -> the tile in the conv region: FP8 V -> F16; FP8 K -> F16
+/// (QK16); NVFP4 K -> E4M3 (F16 with QK16); NVFP4 V -> F16. A no-op where the side went
+/// straight to its tile. Ends with the proxy fence; the caller still needs a barrier
+/// before the warpgroups read the tile.
+template <int FMT, bool QK16, int SIDE>
+__device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
+                                             int tid, int nthr) {
+  using B = PageBytes<FMT, QK16>;
+  std::uint8_t* tile = SIDE == kSideK ? B::k_tile(stage, conv) : B::v_tile(stage, conv);
+  const std::uint8_t* raw = SIDE == kSideK ? B::raw_k(stage) : B::raw_v(stage);
+  if constexpr (FMT == kFp8 && (SIDE == kSideV || QK16)) {
+    for (int c = tid; c < 128 * 16; c += nthr) {  // (token, 8 dims)
       const int t = c >> 4, d0 = (c & 15) * 8;
-      const uint2 in = *reinterpret_cast<const uint2*>(rv + t * 128 + d0);
-      const std::uint16_t* h = reinterpret_cast<const std::uint16_t*>(&in);
-      *reinterpret_cast<uint4*>(tv + gm::sw128_offset(t, 2 * d0, 128)) =
-          make_uint4(gm::e4m3x2_to_f16x2(h[0]), gm::e4m3x2_to_f16x2(h[1]), gm::e4m3x2_to_f16x2(h[2]),
-                     gm::e4m3x2_to_f16x2(h[3]));
+      store_e4m3x8_as_f16(tile + gm::sw128_offset(t, 2 * d0, 128), *reinterpret_cast<const uint2*>(raw + t * 128 + d0));
     }
   } else if constexpr (FMT == kNvfp4) {
-    for (int c = tid; c < 128 * 8 * 2; c += nthr) {  // (side, token, group of 16 dims)
-      const int side = c >> 10, t = (c >> 3) & 127, grp = c & 7;
-      const bool ok = t < valid;
+    const std::uint8_t* plane = SIDE == kSideK ? s.ks : s.vs;
+    const std::int64_t plane_tok = SIDE == kSideK ? s.ks_tok : s.vs_tok;
+    const bool swz = SIDE == kSideK ? s.k_swz : s.v_swz;
+    for (int c = tid; c < 128 * 8; c += nthr) {  // (token, group of 16 dims)
+      const int t = c >> 3, grp = c & 7;
       std::uint16_t q[8];
-      const std::uint8_t sc = ok ? (side == 0 ? nvfp4_scale(s.ks, s.ks_tok, s.k_swz, t, grp)
-                                              : nvfp4_scale(s.vs, s.vs_tok, s.v_swz, t, grp))
-                                 : 0;
-      nvfp4_group_to_e4m3((side == 0 ? rk : rv) + t * 64 + grp * 8, sc, q);
-      if (side == 0) {
-        *reinterpret_cast<uint4*>(tk + gm::sw128_offset(t, 16 * grp, 128)) =
+      nvfp4_group_to_e4m3(raw + t * 64 + grp * 8, t < valid ? nvfp4_scale(plane, plane_tok, swz, t, grp) : 0, q);
+      if (SIDE == kSideK && !QK16) {
+        *reinterpret_cast<uint4*>(tile + gm::sw128_offset(t, 16 * grp, 128)) =
             make_uint4(q[0] | (q[1] << 16), q[2] | (q[3] << 16), q[4] | (q[5] << 16), q[6] | (q[7] << 16));
       } else {
         std::uint32_t w[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) w[i] = gm::e4m3x2_to_f16x2(q[i]);
-        *reinterpret_cast<uint4*>(tv + gm::sw128_offset(t, 32 * grp, 128)) = make_uint4(w[0], w[1], w[2], w[3]);
-        *reinterpret_cast<uint4*>(tv + gm::sw128_offset(t, 32 * grp + 16, 128)) = make_uint4(w[4], w[5], w[6], w[7]);
+        *reinterpret_cast<uint4*>(tile + gm::sw128_offset(t, 32 * grp, 128)) = make_uint4(w[0], w[1], w[2], w[3]);
+        *reinterpret_cast<uint4*>(tile + gm::sw128_offset(t, 32 * grp + 16, 128)) = make_uint4(w[4], w[5], w[6], w[7]);
       }
     }
   }
   (void)s;
   (void)valid;
-  (void)tk;
+  (void)tile;
+  (void)raw;
   fence_view_async_shared();
+}
+
+/// Both sides of `convert_side`.
+template <int FMT, bool QK16 = false>
+__device__ __forceinline__ void convert_page(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
+                                             int tid, int nthr) {
+  convert_side<FMT, QK16, kSideK>(s, stage, conv, valid, tid, nthr);
+  convert_side<FMT, QK16, kSideV>(s, stage, conv, valid, tid, nthr);
+}
+
+/// QK16 query rows: 8 E4M3 values (chunk `chunk` of 16 per row) widened to F16 into row
+/// r of a SW128 Q tile of `tile_rows` rows (a synchronous shared store; zero when !ok).
+__device__ __forceinline__ void load_q_chunk_e4m3_as_f16(std::uint8_t* q_tile, int tile_rows, int r, int chunk,
+                                                         const std::uint8_t* src_row, bool ok) {
+  const uint2 in = ok ? *reinterpret_cast<const uint2*>(src_row + chunk * 8) : make_uint2(0u, 0u);
+  store_e4m3x8_as_f16(q_tile + gm::sw128_offset(r, chunk * 16, tile_rows), in);
 }
 
 /// cp.async of 16 bytes (chunk `chunk`) of one query row (BF16: 16 chunks, E4M3: 8) into
@@ -188,17 +236,19 @@ __device__ __forceinline__ void copy_q_chunk(std::uint8_t* q_tile, int tile_rows
 /// S = Q K^T for this warpgroup's 64 rows. `q_addr` = shared address of the Q tile's
 /// first panel plus 128 x (first row of this warpgroup); `q_panel` = bytes between Q
 /// panels (tile_rows x 128). Issues and commits; the caller waits (gm::wait<0>()).
-template <int FMT>
+template <int FMT, bool QK16 = false>
 __device__ __forceinline__ void wg_qk(std::uint32_t q_addr, std::uint32_t q_panel, std::uint32_t k_addr,
                                       float (&s)[64]) {
   gm::fence_operands(s);
   gm::fence();
-  if constexpr (FMT == kBf16) {
+  if constexpr (FMT == kBf16 || QK16) {
 #pragma unroll
     for (int st = 0; st < 8; ++st) {
       const std::uint32_t off = (st & 3) * 32;
-      gm::bf16_ss(gm::desc_k_sw128(q_addr + (st >> 2) * q_panel + off),
-                  gm::desc_k_sw128(k_addr + (st >> 2) * 16384 + off), s, st > 0);
+      const std::uint64_t da = gm::desc_k_sw128(q_addr + (st >> 2) * q_panel + off);
+      const std::uint64_t db = gm::desc_k_sw128(k_addr + (st >> 2) * 16384 + off);
+      if constexpr (FMT == kBf16) gm::bf16_ss(da, db, s, st > 0);
+      else gm::f16_ss(da, db, s, st > 0);
     }
   } else {
 #pragma unroll

@@ -77,6 +77,10 @@ int queries_per_cta(bool prefill, int queries_per_request, int group);
 /// Returns a cudaError_t value (0 = success).
 int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream);
 
+/// FP8 paths: true when FLASHMSA_FP8_QK=e4m3 asks for Q K^T on E4M3 wgmma (faster,
+/// reduced-precision accumulation); by default it runs on exact F16 images (spec D7).
+bool fp8_qk_on_e4m3_mma();
+
 /// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 8 splits.
 int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms);
 

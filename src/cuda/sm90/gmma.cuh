@@ -102,6 +102,12 @@ __device__ __forceinline__ void bf16_ss(std::uint64_t a, std::uint64_t b, float 
       a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<64>{});
 }
 
+/// D(64x128) (+)= A(64x16, smem K-major) * B(16x128, smem K-major), F16 in, FP32 out.
+__device__ __forceinline__ void f16_ss(std::uint64_t a, std::uint64_t b, float (&d)[64], bool accumulate) {
+  detail::ss<cute::SM90::GMMA::MMA_64x128x16_F32F16F16_SS<G::Major::K, G::Major::K>>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<64>{});
+}
+
 /// D(64x128) (+)= A(64x16, registers) * B(16x128, smem MN-major), BF16 in, FP32 out.
 __device__ __forceinline__ void bf16_rs_bmn(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[64],
                                             bool accumulate) {
