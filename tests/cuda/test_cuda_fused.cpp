@@ -19,85 +19,23 @@
 namespace {
 
 using namespace flashmsa;
-using flashmsa::cudatest::DeviceTensor;
 using flashmsa::testing::FusedCase;
 
-// `v` points into host tensor `h`; the same view inside device copy `d`.
-TensorView rebase(const TensorView& v, const HostTensor& h, const DeviceTensor& d) {
-  if (!v.defined()) return v;
-  TensorView r = v;
-  const std::ptrdiff_t off =
-      static_cast<const std::uint8_t*>(v.data) - static_cast<const std::uint8_t*>(h.view().data);
-  r.data = static_cast<std::uint8_t*>(d.view().data) + off;
-  r.device = Device::cuda;
-  return r;
-}
-
-// Device copy of a host tensor that may be empty (unused cache buffers).
-std::unique_ptr<DeviceTensor> copy_if(const HostTensor& h) {
-  return h.view().defined() ? std::make_unique<DeviceTensor>(h) : nullptr;
-}
-
-// The view `v` rebased into whichever of (host, device) pairs holds it.
-TensorView rebase_any(const TensorView& v,
-                      std::initializer_list<std::pair<const HostTensor*, const DeviceTensor*>> bufs) {
-  if (!v.defined()) return v;
-  for (const auto& b : bufs) {
-    if (b.second == nullptr) continue;
-    const auto* base = static_cast<const std::uint8_t*>(b.first->view().data);
-    const auto* p = static_cast<const std::uint8_t*>(v.data);
-    if (p >= base && p < base + b.first->bytes()) return rebase(v, *b.first, *b.second);
-  }
-  ADD_FAILURE() << "view not inside any test buffer";
-  return v;
-}
-
+// Device copies of every buffer of a FusedCase and the arguments rebased onto them.
 struct DeviceCase {
-  std::unique_ptr<DeviceTensor> qkv, wq, wk, wiq, wik, cs, pos, slots, islots, kv, index, q, iq;
-  std::unique_ptr<DeviceTensor> kd4, vd4, ks4, vs4, iscale;  // nvfp4 linear buffers
+  flashmsa::cudatest::DeviceMirror m;
   FusedQkvInsertArgs args;
 
-  explicit DeviceCase(const FusedCase& c) {
-    qkv = std::make_unique<DeviceTensor>(c.qkv);
-    wq = std::make_unique<DeviceTensor>(c.wq);
-    wk = std::make_unique<DeviceTensor>(c.wk);
-    wiq = std::make_unique<DeviceTensor>(c.wiq);
-    wik = std::make_unique<DeviceTensor>(c.wik);
-    cs = std::make_unique<DeviceTensor>(c.cos_sin);
-    pos = std::make_unique<DeviceTensor>(c.positions);
-    slots = std::make_unique<DeviceTensor>(c.slots);
-    islots = std::make_unique<DeviceTensor>(c.islots);
-    kv = copy_if(c.kv_buf);
-    kd4 = copy_if(c.k_data4);
-    vd4 = copy_if(c.v_data4);
-    ks4 = copy_if(c.k_scale4);
-    vs4 = copy_if(c.v_scale4);
-    index = std::make_unique<DeviceTensor>(c.index_buf);
-    iscale = copy_if(c.index_scale);
-    q = std::make_unique<DeviceTensor>(c.q_out);
-    iq = std::make_unique<DeviceTensor>(c.iq_out);
+  explicit DeviceCase(FusedCase& c) {
     args = c.args();
-    args.qkv = qkv->view();
-    args.q_norm_weight = wq->view();
-    args.k_norm_weight = wk->view();
-    args.index_q_norm_weight = wiq->view();
-    args.index_k_norm_weight = wik->view();
-    args.cos_sin_cache = cs->view();
-    args.positions = pos->view();
-    args.slot_mapping = slots->view();
-    args.index_slot_mapping = islots->view();
-    const std::initializer_list<std::pair<const HostTensor*, const DeviceTensor*>> bufs = {
-        {&c.kv_buf, kv.get()},     {&c.k_data4, kd4.get()},     {&c.v_data4, vd4.get()},
-        {&c.k_scale4, ks4.get()},  {&c.v_scale4, vs4.get()},    {&c.index_buf, index.get()},
-        {&c.index_scale, iscale.get()}};
-    args.kv.k.data = rebase_any(c.kv.k.data, bufs);
-    args.kv.v.data = rebase_any(c.kv.v.data, bufs);
-    args.kv.k.block_scale = rebase_any(c.kv.k.block_scale, bufs);
-    args.kv.v.block_scale = rebase_any(c.kv.v.block_scale, bufs);
-    args.index_k.data = rebase_any(c.ik.data, bufs);
-    args.index_k.block_scale = rebase_any(c.ik.block_scale, bufs);
-    args.q_out = q->view();
-    args.index_q_out = iq->view();
+    m.mirror({&c.qkv, &c.wq, &c.wk, &c.wiq, &c.wik, &c.cos_sin, &c.positions, &c.slots, &c.islots,
+              &c.kv_buf, &c.k_data4, &c.v_data4, &c.k_scale4, &c.v_scale4, &c.index_buf,
+              &c.index_scale, &c.q_out, &c.iq_out},
+             {&args.qkv, &args.q_norm_weight, &args.k_norm_weight, &args.index_q_norm_weight,
+              &args.index_k_norm_weight, &args.cos_sin_cache, &args.positions, &args.slot_mapping,
+              &args.index_slot_mapping, &args.kv.k.data, &args.kv.v.data, &args.kv.k.block_scale,
+              &args.kv.v.block_scale, &args.index_k.data, &args.index_k.block_scale, &args.q_out,
+              &args.index_q_out});
   }
 };
 
@@ -188,14 +126,7 @@ void run_combo(const Combo& k, int n) {
   s = fused_qknorm_rope_insert(d.args);
   ASSERT_TRUE(s.ok()) << what << ": " << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-  d.q->download(gpu.q_out);
-  d.iq->download(gpu.iq_out);
-  if (d.kv) d.kv->download(gpu.kv_buf);
-  for (auto& pr : {std::make_pair(d.kd4.get(), &gpu.k_data4), std::make_pair(d.vd4.get(), &gpu.v_data4),
-                   std::make_pair(d.ks4.get(), &gpu.k_scale4), std::make_pair(d.vs4.get(), &gpu.v_scale4),
-                   std::make_pair(d.iscale.get(), &gpu.index_scale)})
-    if (pr.first) pr.first->download(*pr.second);
-  d.index->download(gpu.index_buf);
+  d.m.download_all();
   expect_same_bytes(gpu.k_data4, cpu.k_data4, what + ": nvfp4 K data");
   expect_same_bytes(gpu.v_data4, cpu.v_data4, what + ": nvfp4 V data");
   expect_same_bytes(gpu.k_scale4, cpu.k_scale4, what + ": nvfp4 K scales");

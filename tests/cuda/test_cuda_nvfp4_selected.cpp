@@ -18,65 +18,19 @@
 namespace {
 
 using namespace flashmsa;
-using flashmsa::cudatest::DeviceTensor;
 using flashmsa::testing::SelectedCase;
 
-TensorView rebase(const TensorView& v, const HostTensor& h, const DeviceTensor& d) {
-  if (!v.defined()) return v;
-  TensorView r = v;
-  r.data = static_cast<std::uint8_t*>(d.view().data) +
-           (static_cast<const std::uint8_t*>(v.data) - static_cast<const std::uint8_t*>(h.view().data));
-  r.device = Device::cuda;
-  return r;
-}
-
 struct DeviceSelected {
-  std::unique_ptr<DeviceTensor> kv, kd, vd, ks, vs, topk, bt, ko, vo, pairs, compact, n, ws;
+  flashmsa::cudatest::DeviceMirror m;
   Nvfp4ToFp8SelectedArgs args;
 
-  explicit DeviceSelected(const SelectedCase& c) {
-    auto copy = [](const HostTensor& h) {
-      return h.view().defined() ? std::make_unique<DeviceTensor>(h) : nullptr;
-    };
-    kv = copy(c.kv_buf);
-    kd = copy(c.k_data);
-    vd = copy(c.v_data);
-    ks = copy(c.k_scale);
-    vs = copy(c.v_scale);
-    topk = copy(c.topk);
-    bt = copy(c.block_table);
-    ko = copy(c.k_out);
-    vo = copy(c.v_out);
-    pairs = copy(c.pairs);
-    compact = copy(c.compact);
-    n = copy(c.num_pairs);
-    ws = copy(c.workspace);
+  explicit DeviceSelected(SelectedCase& c) {
     args = c.args();
-    if (c.head_slot) {
-      for (TensorView* v : {&args.kv.k.data, &args.kv.v.data, &args.kv.k.block_scale, &args.kv.v.block_scale})
-        *v = rebase(*v, c.kv_buf, *kv);
-    } else {
-      args.kv.k.data = rebase(args.kv.k.data, c.k_data, *kd);
-      args.kv.v.data = rebase(args.kv.v.data, c.v_data, *vd);
-      args.kv.k.block_scale = rebase(args.kv.k.block_scale, c.k_scale, *ks);
-      args.kv.v.block_scale = rebase(args.kv.v.block_scale, c.v_scale, *vs);
-    }
-    args.topk = rebase(args.topk, c.topk, *topk);
-    args.block_table = bt->view();
-    args.k_out = ko->view();
-    args.v_out = vo->view();
-    args.pairs = pairs->view();
-    args.compact_topk = compact->view();
-    args.num_pairs = n->view();
-    args.workspace = ws->view();
-  }
-
-  void download(SelectedCase& c) const {
-    ko->download(c.k_out);
-    vo->download(c.v_out);
-    pairs->download(c.pairs);
-    compact->download(c.compact);
-    n->download(c.num_pairs);
+    m.mirror({&c.kv_buf, &c.k_data, &c.v_data, &c.k_scale, &c.v_scale, &c.topk, &c.block_table,
+              &c.k_out, &c.v_out, &c.pairs, &c.compact, &c.num_pairs, &c.workspace},
+             {&args.kv.k.data, &args.kv.v.data, &args.kv.k.block_scale, &args.kv.v.block_scale,
+              &args.topk, &args.block_table, &args.k_out, &args.v_out, &args.pairs,
+              &args.compact_topk, &args.num_pairs, &args.workspace});
   }
 };
 
@@ -127,7 +81,7 @@ void run(const Cfg& cfg, const std::string& what, bool all_skipped = false, bool
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
   }
-  d.download(gpu);
+  d.m.download_all();
   expect_same(gpu.num_pairs, cpu.num_pairs, what + ": num_pairs");
   expect_same(gpu.pairs, cpu.pairs, what + ": pairs");
   expect_same(gpu.compact, cpu.compact, what + ": compact_topk");
