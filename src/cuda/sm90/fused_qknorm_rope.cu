@@ -33,8 +33,12 @@ __device__ __forceinline__ unsigned e4m3x2(float lo, float hi) {
 // 8 values -> 8 E4M3 bytes: E4M3_sat(y / d) (exact-division rounding) or E4M3_sat(y).
 __device__ __forceinline__ uint2 e4m3x8(const float (&y)[8], const Divisor* d) {
   float q[8];
+  if (d) {
+    e4m3_safe_quotient8(y, *d, q);
+  } else {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) q[i] = d ? e4m3_safe_quotient(y[i], *d) : y[i];
+    for (int i = 0; i < 8; ++i) q[i] = y[i];
+  }
   return make_uint2(e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16),
                     e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16));
 }

@@ -101,35 +101,45 @@ __device__ __forceinline__ Divisor make_divisor(float d) {
   return v;
 }
 
-// A float whose E4M3 rounding equals that of RN(x / d), without a division in the common
-// case: q = RN(x * RN(1/d)) is within 3 ulps of RN(x / d), so both round to the same E4M3
-// value unless q lies within 8 ulps of an E4M3 rounding midpoint (low 20 mantissa bits
-// near 0x80000) or below the E4M3 normal range (|q| < 2^-6, where the grid is absolute):
-// those rare cases return the exact IEEE quotient. NaN, +-inf and saturation give the
-// same code either way (both overflow or both exceed 448).
-__device__ __forceinline__ float e4m3_safe_quotient(float x, const Divisor& v) {
-  if (v.fast) {
-    const float q = __fmul_rn(x, v.rcp);
-    const unsigned a = __float_as_uint(q) & 0x7fffffffu;
-    const unsigned rem = a & 0xfffffu;
-    const bool near_mid = rem - 0x7fff8u <= 16u;  // rem in [0x80000 - 8, 0x80000 + 8]
-    if (a >= 0x3c800000u && !near_mid) return q;
-  }
-  return __fdiv_rn(x, v.d);
+// Division-free E4M3 quotient. q = RN(x * RN(1/d)) is within 3 ulps of RN(x / d), so
+// both round to the same E4M3 value unless q lies within 8 ulps of an E4M3 rounding
+// midpoint (low 20 mantissa bits near 0x80000) or in [2^-11, 2^-6), where the E4M3 grid
+// is absolute (subnormal) and the midpoints are not at that bit pattern. Below 2^-11 both
+// round to a zero of the same sign; NaN, +-inf and saturation give the same code either
+// way (both overflow or both exceed 448). true when q needs the exact IEEE quotient.
+__device__ __forceinline__ bool e4m3_quotient_unsafe(float q) {
+  const unsigned a = __float_as_uint(q) & 0x7fffffffu;
+  const bool subnormal = a - 0x3a000000u < 0x3c800000u - 0x3a000000u;  // 2^-11 <= |q| < 2^-6
+  const bool near_mid = (a & 0xfffffu) - 0x7fff8u <= 16u;  // rem in [0x80000 - 8, 0x80000 + 8]
+  return subnormal || near_mid;
 }
 
-// E4M3_sat(RN(x / d)), bit-identical to f32_to_e4m3_sat(__fdiv_rn(x, d)).
-__device__ __forceinline__ unsigned e4m3_of_quotient(float x, const Divisor& v) {
-  return f32_to_e4m3_sat(e4m3_safe_quotient(x, v));
+// 8 quotients at once: the multiply path for all, one branch to the exact division for
+// the lanes where any element needs it (rare).
+__device__ __forceinline__ void e4m3_safe_quotient8(const float (&x)[8], const Divisor& v,
+                                                    float (&q)[8]) {
+  bool bad = !v.fast;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    q[i] = __fmul_rn(x[i], v.rcp);
+    bad |= e4m3_quotient_unsafe(q[i]);
+  }
+  if (bad) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (!v.fast || e4m3_quotient_unsafe(q[i])) q[i] = __fdiv_rn(x[i], v.d);
+  }
 }
 
 // 8 floats / d -> 8 E4M3 bytes (little endian: element 0 in the low byte).
 __device__ __forceinline__ uint2 e4m3x8_div(const float (&x)[8], const Divisor& d) {
+  float q[8];
+  e4m3_safe_quotient8(x, d, q);
   unsigned lo = 0u, hi = 0u;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    lo |= e4m3_of_quotient(x[i], d) << (8 * i);
-    hi |= e4m3_of_quotient(x[i + 4], d) << (8 * i);
+    lo |= f32_to_e4m3_sat(q[i]) << (8 * i);
+    hi |= f32_to_e4m3_sat(q[i + 4]) << (8 * i);
   }
   return make_uint2(lo, hi);
 }
