@@ -1,10 +1,14 @@
 // Cache write path benchmark (issue 6): cache_insert in every K/V format (bf16, fp8
 // packed view, nvfp4 linear, nvfp4 head-slot with swizzled scales), index_cache_insert
 // (bf16, fp8, nvfp4), quantize_query_e4m3 (Hq heads) and dense nvfp4_to_fp8 (T*Hkv
-// rows), at each token count and head configuration. Slots: consecutive tokens fill
+// rows) and nvfp4_to_fp8_selected (decode-like: one top-16 row per 128 tokens, random
+// logical pages of a single request spanning the P pages, head-slot swizzled cache),
+// at each token count and head configuration. Slots: consecutive tokens fill
 // shuffled pages (a prefill). Each timed call runs after an L2 flush (256 MiB memset
 // outside the timed events); median of `--reps` CUDA-event timings after 2 warm-ups.
-// GB/s counts the bytes read (inputs + slot mapping) and written (cache rows + scales),
+// GB/s counts the bytes read (inputs + slot mapping) and written (cache rows + scales;
+// selected: 72 bytes read and 128 written per token row of each unique (page, head) pair,
+// both sides, counted on the host),
 // as a fraction of the measured 4.2 TB/s H200 copy ceiling.
 //
 //   build/bench_cache [--tokens 1,64,8192,65536] [--heads 64/4,16/1] [--reps 20] [--csv FILE]
@@ -179,6 +183,39 @@ int main(int argc, char** argv) {
         const TensorView ps = make_view(a.get(static_cast<std::size_t>(R * 8), 0x38), DType::e4m3, {R, 8}, Device::cuda);
         const TensorView po = make_view(a.get(static_cast<std::size_t>(R * 128)), DType::e4m3, {R, 128}, Device::cuda);
         cases.push_back({"nvfp4_to_fp8", "dense", static_cast<double>(R) * (72 + 128), [=] { return nvfp4_to_fp8(pk, ps, po); }});
+      }
+      {  // selected pages: R = ceil(T/128) rows of top-16 logical pages, one request
+        const std::int64_t R = (T + 127) / 128, K = 16;
+        std::vector<std::int32_t> tk(static_cast<std::size_t>(R * hkv * K));
+        std::uniform_int_distribution<std::int32_t> ld(0, static_cast<std::int32_t>(P - 1));
+        std::vector<char> seen(static_cast<std::size_t>(P * hkv), 0);
+        std::int64_t uniq = 0;
+        for (std::size_t e = 0; e < tk.size(); ++e) {
+          tk[e] = ld(rng);
+          const std::size_t pair = static_cast<std::size_t>(perm[static_cast<std::size_t>(tk[e])]) * hkv +
+                                   (e / K) % static_cast<std::size_t>(hkv);
+          if (!seen[pair]) seen[pair] = 1, ++uniq;
+        }
+        void* d_tk = a.get(tk.size() * 4);
+        CK(cudaMemcpy(d_tk, tk.data(), tk.size() * 4, cudaMemcpyHostToDevice));
+        void* d_bt = a.get(perm.size() * 4);
+        CK(cudaMemcpy(d_bt, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+        const std::int64_t cap = std::min(R * hkv * K, P * hkv);
+        Nvfp4ToFp8SelectedArgs sa;
+        const TensorView buf = make_view(a.get(static_cast<std::size_t>(P * 2 * hkv * 128 * 72), 0x5a), DType::u8,
+                                         {P, 2 * hkv, 128, 72}, Device::cuda);
+        if (!nvfp4_head_slot_views(buf, true, true, 1.0f, 1.0f, &sa.kv).ok()) return 1;
+        sa.topk = make_view(d_tk, DType::i32, {R, hkv, K}, Device::cuda);
+        sa.block_table = make_view(d_bt, DType::i32, {1, P}, Device::cuda);
+        sa.rows_per_request = static_cast<int>(R);
+        sa.k_out = make_view(a.get(static_cast<std::size_t>(cap) * 128 * 128), DType::e4m3, {cap, 128, 128}, Device::cuda);
+        sa.v_out = make_view(a.get(static_cast<std::size_t>(cap) * 128 * 128), DType::e4m3, {cap, 128, 128}, Device::cuda);
+        sa.pairs = make_view(a.get(static_cast<std::size_t>(cap) * 8), DType::i32, {cap, 2}, Device::cuda);
+        sa.compact_topk = make_view(a.get(tk.size() * 4), DType::i32, {R, hkv, K}, Device::cuda);
+        sa.num_pairs = make_view(a.get(4), DType::i32, {1}, Device::cuda);
+        sa.workspace = make_view(a.get(static_cast<std::size_t>(P * hkv) * 4), DType::i32, {P * hkv}, Device::cuda);
+        cases.push_back({"nvfp4_to_fp8", "selected", static_cast<double>(uniq) * 2 * 128 * (72 + 128),
+                         [=] { return nvfp4_to_fp8_selected(sa); }});
       }
 
       for (const Case& c : cases) {

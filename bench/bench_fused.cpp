@@ -1,10 +1,17 @@
 // Fused QK-norm + RoPE + cache insert benchmark (issue 6): T tokens of one layer,
-// heads 64/4 and 16/1, BF16 path (bf16 q / caches) and FP8 path (e4m3 q, index q,
-// fp8 K/V and index-K caches). Median of `--reps` CUDA-event timings after warm-up;
-// effective GB/s over the bytes that must move (qkv row read, cos/sin row, positions and
-// slots; q, index q, K, V and index-K written) against the measured 4.2 TB/s.
+// heads 64/4 and 16/1, one path per cache format:
+//   bf16     bf16 q / index q, bf16 K/V and index-K caches
+//   fp8      e4m3 q (q_scale 0.05) / index q, fp8 K/V (k_scale 0.03, v_scale 0.7), fp8 index K
+//   nvfp4    e4m3 q / index q, NVFP4 K/V (linear planes) and NVFP4 index K
+//   nvfp4hs  as nvfp4 with vLLM's head-slot page [pages, 2*Hkv, 128, 72], swizzled scales
+// Median of `--reps` CUDA-event timings after warm-up; effective GB/s over the bytes that
+// must move (qkv row read, cos/sin row, positions and both slot mappings; q, index q, K,
+// V and index-K written: 128 values at the element size, NVFP4 64 code bytes + 8 scale
+// bytes per row) against the measured 4.2 TB/s. The input values are random normal
+// BF16 (so the FP8 / NVFP4 quantisation takes its common paths).
 //
-//   build/bench_fused [--heads 64/4,16/1] [--tokens 1,64,8192,65536] [--reps 50] [--csv FILE]
+//   build/bench_fused [--heads 64/4,16/1] [--tokens 1,64,8192,65536]
+//                     [--paths bf16,fp8,nvfp4,nvfp4hs] [--reps 50] [--csv FILE]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -47,7 +54,7 @@ struct DevBuf {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string heads = "64/4,16/1", tokens = "1,64,8192,65536", csv;
+  std::string heads = "64/4,16/1", tokens = "1,64,8192,65536", paths = "bf16,fp8,nvfp4,nvfp4hs", csv;
   int reps = 50;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -55,11 +62,30 @@ int main(int argc, char** argv) {
     else if (a == "--tokens") tokens = argv[i + 1];
     else if (a == "--reps") reps = std::stoi(argv[i + 1]);
     else if (a == "--csv") csv = argv[i + 1];
+    else if (a == "--paths") paths = argv[i + 1];
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
   }
   FILE* fp = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (fp) std::fprintf(fp, "hq,hkv,tokens,path,us,gbs,frac_of_peak\n");
-  std::printf("%-8s %8s %-5s %10s %10s %8s\n", "heads", "tokens", "path", "us", "GB/s", "of 4.2");
+  std::printf("%-8s %8s %-8s %10s %10s %8s\n", "heads", "tokens", "path", "us", "GB/s", "of 4.2");
   const int max_pos = 1 << 20;
+  std::vector<std::uint16_t> pattern(std::size_t{1} << 20);
+  {
+    std::uint64_t st = 88172645463325252ULL;
+    for (auto& e : pattern) {  // sum of 4 uniforms ~ normal, as BF16
+      float acc = 0.0f;
+      for (int k = 0; k < 4; ++k) {
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        acc += static_cast<float>(st >> 40) * (1.0f / 16777216.0f) - 0.5f;
+      }
+      e = float_to_bf16(acc * 1.7f);
+    }
+  }
   for (const std::string& hs : split(heads)) {
     int hq = 0, hkv = 0;
     if (std::sscanf(hs.c_str(), "%d/%d", &hq, &hkv) != 2) continue;
@@ -67,11 +93,26 @@ int main(int argc, char** argv) {
       const int t = std::stoi(ts);
       const int pages = (t + 127) / 128;
       const std::int64_t row = (hq + 3LL * hkv) * 128 + 128;
-      for (int fp8 = 0; fp8 < 2; ++fp8) {
-        const std::size_t es = fp8 ? 1 : 2;
+      for (const std::string& path : split(paths)) {
+        const bool bf16 = path == "bf16", fp8 = path == "fp8", nv = path == "nvfp4",
+                   nvhs = path == "nvfp4hs";
+        if (!bf16 && !fp8 && !nv && !nvhs) {
+          std::fprintf(stderr, "unknown path '%s' (bf16, fp8, nvfp4, nvfp4hs)\n", path.c_str());
+          return 2;
+        }
+        const bool nvfp4 = nv || nvhs;
+        const std::size_t es = bf16 ? 2 : 1;             // q / index q element size
+        const double cache_row = bf16 ? 256.0 : fp8 ? 128.0 : 72.0;  // bytes per cache row
         DevBuf qkv, w, cs, pos, slots, kv, ik, q, iq;
         CK(cudaMalloc(&qkv.p, static_cast<std::size_t>(t) * row * 2));
-        CK(cudaMemset(qkv.p, 0x3c, static_cast<std::size_t>(t) * row * 2));
+        {  // a 2^20-value random pattern, tiled over the qkv buffer
+          const std::size_t total = static_cast<std::size_t>(t) * row;
+          for (std::size_t off = 0; off < total; off += pattern.size()) {
+            const std::size_t n = std::min(pattern.size(), total - off);
+            CK(cudaMemcpy(static_cast<std::uint16_t*>(qkv.p) + off, pattern.data(), n * 2,
+                          cudaMemcpyHostToDevice));
+          }
+        }
         CK(cudaMalloc(&w.p, 4 * 128 * 2));
         CK(cudaMemset(w.p, 0, 4 * 128 * 2));
         CK(cudaMalloc(&cs.p, static_cast<std::size_t>(max_pos) * 64 * 2));
@@ -82,13 +123,16 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(pos.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
         CK(cudaMalloc(&slots.p, static_cast<std::size_t>(t) * 4 + 16));
         CK(cudaMemcpy(slots.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-        CK(cudaMalloc(&kv.p, static_cast<std::size_t>(pages) * hkv * 128 * 256 * es));
-        CK(cudaMalloc(&ik.p, static_cast<std::size_t>(pages) * 128 * 128 * es));
+        // K/V cache: packed [pages, Hkv, 128, 256] (bf16 / fp8) or 2 * Hkv * 128 * 72 bytes
+        // per page (nvfp4: head-slot page, or the same bytes split into 4 linear planes).
+        const std::size_t kv_bytes = static_cast<std::size_t>(pages) * hkv * 128 *
+                                     static_cast<std::size_t>(2 * cache_row);
+        CK(cudaMalloc(&kv.p, kv_bytes));
+        CK(cudaMalloc(&ik.p, static_cast<std::size_t>(pages) * 128 * static_cast<std::size_t>(cache_row)));
         CK(cudaMalloc(&q.p, static_cast<std::size_t>(t) * hq * 128 * es));
         CK(cudaMalloc(&iq.p, static_cast<std::size_t>(t) * hkv * 128 * es));
 
-        const DType d8 = fp8 ? DType::e4m3 : DType::bf16;
-        const KvFormat f = fp8 ? KvFormat::fp8 : KvFormat::bf16;
+        const DType dq = bf16 ? DType::bf16 : DType::e4m3;
         FusedQkvInsertArgs a;
         a.qkv = make_view(qkv.p, DType::bf16, {t, row}, Device::cuda);
         auto* wp = static_cast<std::uint16_t*>(w.p);
@@ -103,17 +147,44 @@ int main(int argc, char** argv) {
         a.num_index_heads = hkv;
         a.slot_mapping = make_view(slots.p, DType::i32, {t}, Device::cuda);
         a.index_slot_mapping = a.slot_mapping;
-        Status s = packed_kv_views(make_view(kv.p, d8, {pages, hkv, 128, 256}, Device::cuda), f,
-                                   1.0f, 1.0f, &a.kv);
+        Status s;
+        if (nvhs) {
+          s = nvfp4_head_slot_views(make_view(kv.p, DType::u8, {pages, 2 * hkv, 128, 72}, Device::cuda),
+                                    true, true, 0.03f, 0.7f, &a.kv);
+        } else if (nv) {
+          auto* b8 = static_cast<std::uint8_t*>(kv.p);
+          const std::int64_t dplane = static_cast<std::int64_t>(pages) * hkv * 128 * 64;
+          const std::int64_t splane = static_cast<std::int64_t>(pages) * hkv * 128 * 8;
+          a.kv.format = KvFormat::nvfp4;
+          a.kv.k.data = make_view(b8, DType::u8, {pages, hkv, 128, 64}, Device::cuda);
+          a.kv.v.data = make_view(b8 + dplane, DType::u8, {pages, hkv, 128, 64}, Device::cuda);
+          a.kv.k.block_scale = make_view(b8 + 2 * dplane, DType::e4m3, {pages, hkv, 128, 8}, Device::cuda);
+          a.kv.v.block_scale =
+              make_view(b8 + 2 * dplane + splane, DType::e4m3, {pages, hkv, 128, 8}, Device::cuda);
+          a.kv.k.global_scale = 0.03f;
+          a.kv.v.global_scale = 0.7f;
+        } else {
+          s = packed_kv_views(make_view(kv.p, dq, {pages, hkv, 128, 256}, Device::cuda),
+                              bf16 ? KvFormat::bf16 : KvFormat::fp8, bf16 ? 1.0f : 0.03f,
+                              bf16 ? 1.0f : 0.7f, &a.kv);
+        }
         if (!s.ok()) {
           std::fprintf(stderr, "%s\n", s.message().c_str());
           return 1;
         }
-        a.index_k.format = f;
-        a.index_k.data = make_view(ik.p, d8, {pages, 128, 128}, Device::cuda);
-        a.q_out = make_view(q.p, d8, {t, hq, 128}, Device::cuda);
-        a.q_scale = fp8 ? 0.05f : 1.0f;
-        a.index_q_out = make_view(iq.p, d8, {t, hkv, 128}, Device::cuda);
+        if (nvfp4) {
+          auto* i8 = static_cast<std::uint8_t*>(ik.p);
+          a.index_k.format = KvFormat::nvfp4;
+          a.index_k.data = make_view(i8, DType::u8, {pages, 128, 64}, Device::cuda);
+          a.index_k.block_scale = make_view(i8 + static_cast<std::int64_t>(pages) * 128 * 64,
+                                            DType::e4m3, {pages, 128, 8}, Device::cuda);
+        } else {
+          a.index_k.format = bf16 ? KvFormat::bf16 : KvFormat::fp8;
+          a.index_k.data = make_view(ik.p, dq, {pages, 128, 128}, Device::cuda);
+        }
+        a.q_out = make_view(q.p, dq, {t, hq, 128}, Device::cuda);
+        a.q_scale = bf16 ? 1.0f : 0.05f;
+        a.index_q_out = make_view(iq.p, dq, {t, hkv, 128}, Device::cuda);
 
         for (int i = 0; i < 5; ++i) {
           s = fused_qknorm_rope_insert(a);
@@ -144,12 +215,13 @@ int main(int argc, char** argv) {
             static_cast<double>(t) *
             (row * 2.0 + 64 * 2 + 4 * 3 +                          // qkv row, cos/sin, pos + slots
              (hq * 128.0 + hkv * 128.0) * es +                     // q, index q
-             2.0 * hkv * 128 * es + 128.0 * es);                   // K, V, index K
+             (2.0 * hkv + 1.0) * cache_row);                       // K, V, index K
         const double gbs = bytes / (us * 1e3);
-        const char* path = fp8 ? "fp8" : "bf16";
-        std::printf("%-8s %8d %-5s %10.2f %10.1f %7.1f%%\n", hs.c_str(), t, path, us, gbs,
+        std::printf("%-8s %8d %-8s %10.2f %10.1f %7.1f%%\n", hs.c_str(), t, path.c_str(), us, gbs,
                     100.0 * gbs / kPeakGBs);
-        if (fp) std::fprintf(fp, "%d,%d,%d,%s,%.3f,%.1f,%.4f\n", hq, hkv, t, path, us, gbs, gbs / kPeakGBs);
+        if (fp)
+          std::fprintf(fp, "%d,%d,%d,%s,%.3f,%.1f,%.4f\n", hq, hkv, t, path.c_str(), us, gbs,
+                       gbs / kPeakGBs);
       }
     }
   }

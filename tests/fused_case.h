@@ -36,6 +36,9 @@ struct FusedCase {
   DType q_dtype = DType::bf16, iq_dtype = DType::bf16;
   float q_scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f;
   bool nhd = false;  // packed cache allocated token-major [pages, 128, Hkv, 256]
+  // nvfp4 only: vLLM head-slot page u8 [pages, 2*Hkv, 128, 72] in kv_buf (instead of the
+  // four linear tensors k_data4 .. v_scale4), with optionally swizzled scale planes.
+  bool head_slot = false, k_swizzled = false, v_swizzled = false;
   std::uint64_t seed = 1;
 
   HostTensor qkv, wq, wk, wiq, wik, cos_sin, positions, slots, islots;
@@ -78,7 +81,11 @@ struct FusedCase {
     make_slots(slots, pages);
     make_slots(islots, index_pages);
 
-    if (kv_fmt == KvFormat::nvfp4) {
+    if (kv_fmt == KvFormat::nvfp4 && head_slot) {
+      kv_buf.reset(DType::u8, {pages, 2 * hkv, 128, 72});
+      kv_buf.fill_bytes(0xAB);
+      (void)nvfp4_head_slot_views(kv_buf.view(), k_swizzled, v_swizzled, k_scale, v_scale, &kv);
+    } else if (kv_fmt == KvFormat::nvfp4) {
       for (HostTensor* d : {&k_data4, &v_data4}) {
         d->reset(DType::u8, {pages, hkv, 128, 64});
         d->fill_bytes(0xAB);

@@ -136,4 +136,56 @@ Status quantize_query_e4m3(const TensorView& q, float q_scale, const TensorView&
 Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const TensorView& out,
                     void* stream = nullptr);
 
+/// Arguments of nvfp4_to_fp8_selected (spec 5.3, sparse variant of MSA's
+/// SparsePagedNvfp4ToFp8Wrapper). All tensors on one device (all cpu or all cuda); i32
+/// tensors need non-negative strides, e4m3 outputs innermost stride 1 and 16-byte
+/// alignment.
+struct Nvfp4ToFp8SelectedArgs {
+  /// NVFP4 K/V cache (linear or swizzled scale planes, e.g. nvfp4_head_slot_views), Hkv
+  /// heads, num_pages physical pages.
+  PagedKvCache kv;
+  /// i32 [R, Hkv, K], K in 1..16: logical page ids selected per row (query) and KV head
+  /// (strided: token-major or head-major views both work, D3). An entry < 0 or
+  /// >= W (block_table width) is skipped, as is one whose physical page is < 0 or
+  /// >= num_pages. Duplicates count once.
+  TensorView topk;
+  /// i32 [B, W]: physical page of logical page l of request b. Row r of topk belongs to
+  /// request r / rows_per_request (R = B * rows_per_request).
+  TensorView block_table;
+  int rows_per_request = 1;  ///< queries per request (MSA's q_len_per_req), >= 1
+  /// e4m3 [capacity, 128, 128] each: compact pair c holds E4M3 K (V) of all 128 tokens of
+  /// physical page pairs[c, 0], KV head pairs[c, 1], converted as nvfp4_to_fp8 does
+  /// (bitwise nvfp4_to_e4m3; global scales are not applied, D7). Pair slots >= num_pairs
+  /// are not written.
+  TensorView k_out, v_out;
+  /// i32 [capacity, 2]: (physical page, KV head) of each compact pair, sorted ascending by
+  /// (page, head); rows >= num_pairs are not written.
+  TensorView pairs;
+  /// i32 [R, Hkv, K]: compact pair index of each top-k entry (so k_out[compact[r, h, k]]
+  /// is the page that entry names), or -1 for a skipped entry.
+  TensorView compact_topk;
+  /// i32 [1]: number of unique pairs written (<= capacity), a device scalar on cuda.
+  TensorView num_pairs;
+  /// i32 [num_pages * Hkv], contiguous scratch; required on cuda (overwritten), may be
+  /// left undefined on cpu.
+  TensorView workspace;
+  void* stream = nullptr;  ///< cudaStream_t for cuda tensors (nullptr = default stream)
+};
+
+/// Selected-pages NVFP4 -> E4M3 conversion (spec 5.3): deduplicates the (physical page,
+/// KV head) pairs named by `topk` (mapped through `block_table`), converts each unique
+/// pair's K and V page once into a compact E4M3 cache and writes the tables to address
+/// it (pairs, compact_topk, num_pairs). The outputs are capacity-sized so that the call
+/// never depends on tensor contents on the host (CUDA-graph safe): capacity = dim 0 of
+/// k_out must be >= min(R * Hkv * K, num_pages * Hkv), which bounds the unique pairs.
+/// Deterministic: pairs are numbered in ascending (page, head) order on both devices,
+/// and the CPU and GPU write identical bytes. CUDA: asynchronous on `stream`, no host
+/// synchronisation or allocation (memset + 4 small kernels; the numbering is a one-CTA
+/// scan over num_pages * Hkv flags).
+/// Errors: InvalidArgument naming the argument ('kv.format' (must be nvfp4), 'kv.k.data', ...,
+/// 'topk', 'block_table', 'rows_per_request', 'k_out', 'v_out' (capacity too small),
+/// 'pairs', 'compact_topk', 'num_pairs', 'workspace'), including mixed devices;
+/// Unsupported for cuda tensors in a build without CUDA kernels.
+Status nvfp4_to_fp8_selected(const Nvfp4ToFp8SelectedArgs& args);
+
 }  // namespace flashmsa

@@ -73,10 +73,10 @@ struct FusedQkvInsertArgs {
   /// CUDA: values are not read on the host; a slot >= num_pages*128 is skipped;
   /// duplicate slots: one of the tokens wins (unspecified which).
   TensorView slot_mapping;
-  PagedKvCache kv;                 ///< K/V cache (any format on CPU; bf16 / fp8 on CUDA)
+  PagedKvCache kv;                 ///< K/V cache, any format (nvfp4: linear or head-slot views)
   /// i32 [T]: index-K cache slots, same rules as slot_mapping.
   TensorView index_slot_mapping;
-  IndexKCache index_k;             ///< index-K cache (any format on CPU; bf16 / fp8 on CUDA)
+  IndexKCache index_k;             ///< index-K cache, any format
   TensorView q_out;                ///< out bf16 | e4m3 [T, Hq, 128]
   float q_scale = 1.0f;            ///< e4m3 q_out: q8 = E4M3_sat(q / q_scale), finite > 0; bf16: must be 1
   TensorView index_q_out;          ///< out bf16 | e4m3 [T, Hidx, 128] (e4m3: no scale)
@@ -86,13 +86,14 @@ struct FusedQkvInsertArgs {
 /// Fused QK-norm + RoPE + cache insert of a layer's new tokens (see the header comment
 /// for the exact math). T = qkv.shape[0] may be 0 (nothing is written).
 /// CPU: parallel over tokens; all checks (including every position and slot value) run
-/// before any byte is written. CUDA (SM90, all tensors on cuda): a warp per 4 head
-/// vectors (lane = 4 dims), asynchronous on `stream`, no allocation, graph-capturable.
+/// before any byte is written. CUDA (SM90, all tensors on cuda): a half-warp per head
+/// vector (lane = 8 dims, 16-byte loads), 8 vectors per warp, every cache format
+/// (bf16, fp8, nvfp4 linear / swizzled) with the cache bytes of the CPU backend;
+/// asynchronous on `stream`, no allocation, graph-capturable.
 /// Errors: InvalidArgument naming the argument ('qkv', 'q_norm_weight', 'cos_sin_cache',
 /// 'positions[i]', 'eps', 'num_index_heads', 'slot_mapping[i]', 'kv.k.data',
 /// 'index_k.data', 'q_out', 'q_scale', 'index_q_out', ...), including a tensor whose
-/// device differs from qkv's; Unsupported for NVFP4 caches on CUDA (CPU only for now) and
-/// for CUDA tensors in a build without CUDA kernels.
+/// device differs from qkv's; Unsupported for CUDA tensors in a build without CUDA kernels.
 Status fused_qknorm_rope_insert(const FusedQkvInsertArgs& args);
 
 }  // namespace flashmsa

@@ -25,6 +25,7 @@
 
 #ifdef FLASHMSA_WITH_CUDA
 #include "cuda/sm90/cache_kernels.h"
+#include "ops/cache_cuda_params.h"
 #endif
 
 namespace flashmsa {
@@ -62,27 +63,7 @@ Status cuda_status(const char* op, int err) {
   return Status::Internal(op, std::string("kernel launch failed: ") + cuda::cache_error_string(err));
 }
 
-// Byte strides of a cache side for the kernels (data: page, head, token; scales: page,
-// head, token, group). Index caches have no head dimension: head stride 0.
-cuda::CacheSideParams side_params(const TensorView& data, const TensorView& scale, bool swizzled,
-                                  float global_scale, bool has_heads) {
-  cuda::CacheSideParams s;
-  const std::int64_t es = static_cast<std::int64_t>(dtype_size(data.dtype));
-  s.data = static_cast<unsigned char*>(data.data);
-  s.data_stride[0] = data.stride[0] * es;
-  s.data_stride[1] = has_heads ? data.stride[1] * es : 0;
-  s.data_stride[2] = (has_heads ? data.stride[2] : data.stride[1]) * es;
-  if (scale.defined()) {
-    s.scale = static_cast<unsigned char*>(scale.data);  // e4m3 / u8: 1 byte per element
-    s.scale_stride[0] = scale.stride[0];
-    s.scale_stride[1] = has_heads ? scale.stride[1] : 0;
-    s.scale_stride[2] = has_heads ? scale.stride[2] : scale.stride[1];
-    s.scale_stride[3] = has_heads ? scale.stride[3] : scale.stride[2];
-  }
-  s.swizzled = swizzled;
-  s.global_scale = global_scale;
-  return s;
-}
+using detail::side_params;
 #else
 Status cuda_unsupported(const char* op) {
   return Status::Unsupported(op, "device cuda",
@@ -203,6 +184,29 @@ void insert_side_row(const TensorView& src, std::int64_t i, std::int64_t num_kv_
     writer.write(row, dst, plane, [&](int g) -> std::int64_t {
       return swz ? nvfp4_scale_offset(tok, g, true) : tok * tok_stride + g * g_stride;
     });
+  }
+}
+
+// One NVFP4 row (64 packed bytes, 8 block scales from scale_of(g)) -> 128 E4M3 bytes,
+// bitwise nvfp4_to_e4m3 (spec 5.3), through a 16 x 256 table.
+template <class ScaleOf>
+void nvfp4_row_to_e4m3(const std::uint8_t* packed, const ScaleOf& scale_of, std::uint8_t* out) {
+  // 16 x 256 table of nvfp4_to_e4m3(code, scale): exact product, one saturating RNE.
+  static const std::vector<std::uint8_t> table = [] {
+    std::vector<std::uint8_t> tab(16 * 256);
+    for (int c = 0; c < 16; ++c)
+      for (int s = 0; s < 256; ++s)
+        tab[c * 256 + s] =
+            nvfp4_to_e4m3(static_cast<std::uint8_t>(c), static_cast<std::uint8_t>(s));
+    return tab;
+  }();
+  for (int g = 0; g < kHeadDim / 16; ++g) {
+    const std::uint8_t* tab = table.data() + scale_of(g);
+    for (int i = 0; i < 8; ++i) {
+      const std::uint8_t b = packed[8 * g + i];
+      out[16 * g + 2 * i] = tab[(b & 0xf) * 256];
+      out[16 * g + 2 * i + 1] = tab[(b >> 4) * 256];
+    }
   }
 }
 
@@ -546,28 +550,215 @@ Status nvfp4_to_fp8(const TensorView& packed, const TensorView& scale, const Ten
 #endif
   }
 
-  // 16 x 256 table of nvfp4_to_e4m3(code, scale): exact product, one saturating RNE.
-  static const std::vector<std::uint8_t> table = [] {
-    std::vector<std::uint8_t> tab(16 * 256);
-    for (int c = 0; c < 16; ++c)
-      for (int s = 0; s < 256; ++s)
-        tab[c * 256 + s] =
-            nvfp4_to_e4m3(static_cast<std::uint8_t>(c), static_cast<std::uint8_t>(s));
-    return tab;
-  }();
   const int threads = r >= 4 * kParallelMinTokens ? 0 : 1;
   detail::parallel_for(r, threads, [&](std::int64_t row, int) {
-    const std::uint8_t* p = packed.ptr<const std::uint8_t>() + row * packed.stride[0];
     const std::uint8_t* sc = scale.ptr<const std::uint8_t>() + row * scale.stride[0];
-    std::uint8_t* o = out.ptr<std::uint8_t>() + row * out.stride[0];
-    for (int g = 0; g < kHeadDim / 16; ++g) {
-      const std::uint8_t* tab = table.data() + sc[g];
-      for (int i = 0; i < 8; ++i) {
-        const std::uint8_t b = p[8 * g + i];
-        o[16 * g + 2 * i] = tab[(b & 0xf) * 256];
-        o[16 * g + 2 * i + 1] = tab[(b >> 4) * 256];
-      }
+    nvfp4_row_to_e4m3(packed.ptr<const std::uint8_t>() + row * packed.stride[0],
+                      [&](int g) { return sc[g]; }, out.ptr<std::uint8_t>() + row * out.stride[0]);
+  });
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Selected-pages NVFP4 -> E4M3 (spec 5.3)
+
+namespace {
+
+// i32 [R, Hkv, K]-shaped tensor with non-negative strides.
+Status check_topk_like(const char* op, const char* arg, const TensorView& t, std::int64_t r,
+                       std::int64_t hkv, std::int64_t k) {
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, arg, t, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, arg, t, {r, hkv, k}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, arg, t));
+  return Status::Ok();
+}
+
+Status check_selected_out(const char* op, const char* arg, const TensorView& t,
+                          std::int64_t capacity) {
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, arg, t, {DType::e4m3}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, arg, t, {capacity, kPageSize, kHeadDim}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_inner_contiguous(op, arg, t));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_aligned16(op, arg, t));
+  return Status::Ok();
+}
+
+inline std::int32_t at3(const TensorView& t, std::int64_t a, std::int64_t b, std::int64_t c) {
+  return t.ptr<const std::int32_t>()[a * t.stride[0] + b * t.stride[1] + c * t.stride[2]];
+}
+
+}  // namespace
+
+Status nvfp4_to_fp8_selected(const Nvfp4ToFp8SelectedArgs& a) {
+  const char* op = "nvfp4_to_fp8_selected";
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "topk", a.topk));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "block_table", a.block_table));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "k_out", a.k_out));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "v_out", a.v_out));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "pairs", a.pairs));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "compact_topk", a.compact_topk));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "num_pairs", a.num_pairs));
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op,
+      {{"kv.k.data", &a.kv.k.data}, {"kv.k.block_scale", &a.kv.k.block_scale},
+       {"kv.v.data", &a.kv.v.data}, {"kv.v.block_scale", &a.kv.v.block_scale},
+       {"topk", &a.topk}, {"block_table", &a.block_table}, {"k_out", &a.k_out},
+       {"v_out", &a.v_out}, {"pairs", &a.pairs}, {"compact_topk", &a.compact_topk},
+       {"num_pairs", &a.num_pairs}, {"workspace", &a.workspace}},
+      &on_cuda));
+  if (a.kv.format != KvFormat::nvfp4)
+    return Status::InvalidArgument(op, "kv.format", "nvfp4", kv_format_name(a.kv.format));
+  std::int64_t num_pages = 0, hkv = 0;
+  FLASHMSA_RETURN_IF_ERROR(detail::check_kv_cache(op, a.kv, &num_pages, &hkv));
+
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "topk", a.topk, 3));
+  const std::int64_t r = a.topk.shape[0], k = a.topk.shape[2];
+  if (k < 1 || k > kMaxTopk)
+    return Status::InvalidArgument(op, "topk", "K (dim 2) in 1..16", a.topk.describe());
+  FLASHMSA_RETURN_IF_ERROR(check_topk_like(op, "topk", a.topk, r, hkv, k));
+  if (a.rows_per_request < 1)
+    return Status::InvalidArgument(op, "rows_per_request", ">= 1", to_string(a.rows_per_request));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "block_table", a.block_table, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "block_table", a.block_table, 2));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "block_table", a.block_table));
+  if (a.block_table.shape[0] * a.rows_per_request != r)
+    return Status::InvalidArgument(
+        op, "block_table",
+        "dim 0 = R / rows_per_request = " + to_string(r) + " / " + to_string(a.rows_per_request) +
+            " (topk rows per request)",
+        a.block_table.describe());
+
+  FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "k_out", a.k_out, 3));
+  const std::int64_t capacity = a.k_out.shape[0];
+  const std::int64_t bound = std::min(r * hkv * k, num_pages * hkv);
+  if (capacity < bound)
+    return Status::InvalidArgument(
+        op, "k_out",
+        "capacity (dim 0) >= min(R*Hkv*K, num_pages*Hkv) = " + to_string(bound) +
+            " (the most unique (page, head) pairs)",
+        a.k_out.describe());
+  FLASHMSA_RETURN_IF_ERROR(check_selected_out(op, "k_out", a.k_out, capacity));
+  FLASHMSA_RETURN_IF_ERROR(check_selected_out(op, "v_out", a.v_out, capacity));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "pairs", a.pairs, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "pairs", a.pairs, {capacity, 2}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "pairs", a.pairs));
+  FLASHMSA_RETURN_IF_ERROR(check_topk_like(op, "compact_topk", a.compact_topk, r, hkv, k));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "num_pairs", a.num_pairs, {DType::i32}));
+  FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "num_pairs", a.num_pairs, {1}));
+  if (on_cuda || a.workspace.defined()) {
+    FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "workspace", a.workspace));
+    FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "workspace", a.workspace, {DType::i32}));
+    FLASHMSA_RETURN_IF_ERROR(
+        detail::check_shape(op, "workspace", a.workspace, {num_pages * hkv}));
+    FLASHMSA_RETURN_IF_ERROR(detail::check_inner_contiguous(op, "workspace", a.workspace));
+  }
+
+  if (on_cuda) {
+#ifdef FLASHMSA_WITH_CUDA
+    cuda::Nvfp4SelectedParams p;
+    const PagedCacheSide* sides[2] = {&a.kv.k, &a.kv.v};
+    const TensorView* outs[2] = {&a.k_out, &a.v_out};
+    for (int i = 0; i < 2; ++i) {
+      p.side[i] = side_params(sides[i]->data, sides[i]->block_scale, sides[i]->scale_swizzled,
+                              sides[i]->global_scale, true);
+      p.out[i] = outs[i]->ptr<unsigned char>();
+      p.out_stride[i][0] = outs[i]->stride[0];
+      p.out_stride[i][1] = outs[i]->stride[1];
     }
+    p.num_heads = static_cast<int>(hkv);
+    p.num_pages = num_pages;
+    p.topk = a.topk.ptr<const std::int32_t>();
+    p.rows = r;
+    p.topk_k = static_cast<int>(k);
+    p.block_table = a.block_table.ptr<const std::int32_t>();
+    p.bt_width = a.block_table.shape[1];
+    p.rows_per_request = a.rows_per_request;
+    p.pairs = a.pairs.ptr<std::int32_t>();
+    p.compact = a.compact_topk.ptr<std::int32_t>();
+    for (int d = 0; d < 3; ++d) {
+      p.topk_stride[d] = a.topk.stride[d];
+      p.compact_stride[d] = a.compact_topk.stride[d];
+    }
+    for (int d = 0; d < 2; ++d) {
+      p.bt_stride[d] = a.block_table.stride[d];
+      p.pairs_stride[d] = a.pairs.stride[d];
+    }
+    p.num_pairs = a.num_pairs.ptr<std::int32_t>();
+    p.workspace = a.workspace.ptr<std::int32_t>();
+    p.capacity = capacity;
+    return cuda_status(op, cuda::launch_nvfp4_to_fp8_selected(p, a.stream));
+#else
+    return cuda_unsupported(op);
+#endif
+  }
+
+  // CPU: flag the pairs, number them in (page, head) order, then convert.
+  const std::int64_t width = a.block_table.shape[1];
+  std::vector<std::int32_t> index(static_cast<std::size_t>(num_pages * hkv), 0);
+  auto pair_of = [&](std::int64_t row, std::int64_t h, std::int64_t j) -> std::int64_t {
+    const std::int64_t lp = at3(a.topk, row, h, j);
+    if (lp < 0 || lp >= width) return -1;
+    const std::int64_t b = row / a.rows_per_request;
+    const std::int64_t pp = a.block_table.ptr<const std::int32_t>()[b * a.block_table.stride[0] +
+                                                                    lp * a.block_table.stride[1]];
+    if (pp < 0 || pp >= num_pages) return -1;
+    return pp * hkv + h;
+  };
+  for (std::int64_t row = 0; row < r; ++row)
+    for (std::int64_t h = 0; h < hkv; ++h)
+      for (std::int64_t j = 0; j < k; ++j) {
+        const std::int64_t pr = pair_of(row, h, j);
+        if (pr >= 0) index[static_cast<std::size_t>(pr)] = 1;
+      }
+  std::vector<std::int64_t> order;
+  for (std::int64_t i = 0; i < num_pages * hkv; ++i) {
+    if (index[static_cast<std::size_t>(i)] != 0) {
+      index[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(order.size());
+      order.push_back(i);
+    } else {
+      index[static_cast<std::size_t>(i)] = -1;
+    }
+  }
+  const std::int64_t n = static_cast<std::int64_t>(order.size());
+  auto* pairs = a.pairs.ptr<std::int32_t>();
+  for (std::int64_t c = 0; c < n; ++c) {
+    pairs[c * a.pairs.stride[0]] = static_cast<std::int32_t>(order[static_cast<std::size_t>(c)] / hkv);
+    pairs[c * a.pairs.stride[0] + a.pairs.stride[1]] =
+        static_cast<std::int32_t>(order[static_cast<std::size_t>(c)] % hkv);
+  }
+  for (std::int64_t row = 0; row < r; ++row)
+    for (std::int64_t h = 0; h < hkv; ++h)
+      for (std::int64_t j = 0; j < k; ++j) {
+        const std::int64_t pr = pair_of(row, h, j);
+        a.compact_topk.ptr<std::int32_t>()[row * a.compact_topk.stride[0] +
+                                           h * a.compact_topk.stride[1] +
+                                           j * a.compact_topk.stride[2]] =
+            pr >= 0 ? index[static_cast<std::size_t>(pr)] : -1;
+      }
+  *a.num_pairs.ptr<std::int32_t>() = static_cast<std::int32_t>(n);
+
+  const int threads = n * 2 * kPageSize >= 4 * kParallelMinTokens ? 0 : 1;
+  detail::parallel_for(n * 2 * kPageSize, threads, [&](std::int64_t item, int) {
+    const std::int64_t c = item / (2 * kPageSize);
+    const int side = static_cast<int>(item / kPageSize % 2);
+    const int tok = static_cast<int>(item % kPageSize);
+    const std::int64_t page = order[static_cast<std::size_t>(c)] / hkv;
+    const std::int64_t h = order[static_cast<std::size_t>(c)] % hkv;
+    const PagedCacheSide& s = side == 0 ? a.kv.k : a.kv.v;
+    const TensorView& o = side == 0 ? a.k_out : a.v_out;
+    const std::uint8_t* data = s.data.ptr<const std::uint8_t>() + page * s.data.stride[0] +
+                               h * s.data.stride[1] + tok * s.data.stride[2];
+    const std::uint8_t* plane =
+        s.block_scale.ptr<const std::uint8_t>() + page * s.block_scale.stride[0] +
+        h * s.block_scale.stride[1];
+    nvfp4_row_to_e4m3(
+        data,
+        [&](int g) {
+          return plane[s.scale_swizzled
+                           ? nvfp4_scale_offset(tok, g, true)
+                           : tok * s.block_scale.stride[2] + g * s.block_scale.stride[3]];
+        },
+        o.ptr<std::uint8_t>() + c * o.stride[0] + tok * o.stride[1]);
   });
   return Status::Ok();
 }

@@ -22,6 +22,7 @@
 #ifdef FLASHMSA_WITH_CUDA
 #include "cuda/sm90/decode_attention.h"  // error_string
 #include "cuda/sm90/fused_qknorm_rope.h"
+#include "ops/cache_cuda_params.h"
 #endif
 
 namespace flashmsa {
@@ -321,14 +322,6 @@ Status run_cpu(const FusedQkvInsertArgs& a) {
 
 #ifdef FLASHMSA_WITH_CUDA
 Status run_cuda(const FusedQkvInsertArgs& a) {
-  if (a.kv.format == KvFormat::nvfp4)
-    return Status::Unsupported(kOp, "an nvfp4 K/V cache on cuda",
-                               "the GPU fused kernel writes bf16 and fp8 caches only (argument "
-                               "'kv.format'); use the CPU backend for nvfp4");
-  if (a.index_k.format == KvFormat::nvfp4)
-    return Status::Unsupported(kOp, "an nvfp4 index-K cache on cuda",
-                               "the GPU fused kernel writes bf16 and fp8 index caches only "
-                               "(argument 'index_k.format'); use the CPU backend for nvfp4");
   const std::int64_t vectors =
       a.qkv.shape[0] * (a.num_q_heads + 2 * a.num_kv_heads + a.num_index_heads + 1);
   if (vectors >= (std::int64_t{1} << 32) - 64)
@@ -356,20 +349,18 @@ Status run_cuda(const FusedQkvInsertArgs& a) {
   p.nkv = a.num_kv_heads;
   p.nidx = a.num_index_heads;
   p.eps = a.eps;
+  const bool kv4 = a.kv.format == KvFormat::nvfp4, ik4 = a.index_k.format == KvFormat::nvfp4;
+  const TensorView none;
   p.kv_format = static_cast<int>(a.kv.format);
-  p.k_data = a.kv.k.data.data;
-  p.v_data = a.kv.v.data.data;
-  for (int d = 0; d < 3; ++d) {
-    p.k_stride[d] = a.kv.k.data.stride[d];
-    p.v_stride[d] = a.kv.v.data.stride[d];
-  }
+  p.k = detail::side_params(a.kv.k.data, kv4 ? a.kv.k.block_scale : none,
+                            kv4 && a.kv.k.scale_swizzled, a.kv.k.global_scale, true);
+  p.v = detail::side_params(a.kv.v.data, kv4 ? a.kv.v.block_scale : none,
+                            kv4 && a.kv.v.scale_swizzled, a.kv.v.global_scale, true);
   p.kv_num_pages = a.kv.k.data.shape[0];
-  p.k_global_scale = a.kv.k.global_scale;
-  p.v_global_scale = a.kv.v.global_scale;
+  // Index-K fp8 has no scale (spec 2.1 item 4): divisor 1, as index_cache_insert.
   p.index_format = static_cast<int>(a.index_k.format);
-  p.ik_data = a.index_k.data.data;
-  p.ik_stride[0] = a.index_k.data.stride[0];
-  p.ik_stride[1] = a.index_k.data.stride[1];
+  p.ik = detail::side_params(a.index_k.data, ik4 ? a.index_k.block_scale : none, false,
+                             ik4 ? a.index_k.global_scale : 1.0f, false);
   p.index_num_pages = a.index_k.data.shape[0];
   p.q_out = a.q_out.data;
   p.q_e4m3 = a.q_out.dtype == DType::e4m3;

@@ -6,7 +6,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "flashmsa/flashmsa.h"
 
@@ -45,6 +48,49 @@ class DeviceTensor {
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
   TensorView view_;
+};
+
+/// Device copies of a set of host buffers: views that point into one of the host buffers
+/// are rebased into its device copy, and every copy can be downloaded back.
+class DeviceMirror {
+ public:
+  /// Copies `h` to the device (an undefined / empty tensor is skipped).
+  void add(HostTensor& h) {
+    if (h.view().defined()) entries_.push_back({&h, std::make_unique<DeviceTensor>(h)});
+  }
+  /// `v` (a view into one of the added host tensors) inside that tensor's device copy;
+  /// an undefined view stays undefined.
+  TensorView operator()(const TensorView& v) const {
+    if (!v.defined()) return v;
+    const auto* p = static_cast<const std::uint8_t*>(v.data);
+    for (const Entry& e : entries_) {
+      const auto* base = static_cast<const std::uint8_t*>(e.host->view().data);
+      const std::size_t n = e.host->bytes();  // an empty tensor holds only its base address
+      if (p < base || (n ? p >= base + n : p != base)) continue;
+      TensorView r = v;
+      r.data = static_cast<std::uint8_t*>(e.dev->view().data) + (p - base);
+      r.device = Device::cuda;
+      return r;
+    }
+    ADD_FAILURE() << "view " << v.describe() << " is not inside any mirrored buffer";
+    return v;
+  }
+  /// Copies every tensor of `hosts`, then rebases every view of `views` in place.
+  void mirror(std::initializer_list<HostTensor*> hosts, std::initializer_list<TensorView*> views) {
+    for (HostTensor* h : hosts) add(*h);
+    for (TensorView* v : views) *v = (*this)(*v);
+  }
+  /// Downloads every device copy into its host tensor.
+  void download_all() const {
+    for (const Entry& e : entries_) e.dev->download(*e.host);
+  }
+
+ private:
+  struct Entry {
+    HostTensor* host;
+    std::unique_ptr<DeviceTensor> dev;
+  };
+  std::vector<Entry> entries_;
 };
 
 /// Fast uniform [-2, 2) bf16 fill (large caches; a 64-bit LCG is plenty for tests).

@@ -383,7 +383,8 @@ TEST(CudaQuantizeQuery, EveryBf16Pattern) {
   REQUIRE_GPU();
   HostTensor q(DType::bf16, {512, 1, 128});
   for (int i = 0; i < 65536; ++i) q.data<std::uint16_t>()[i] = static_cast<std::uint16_t>(i);
-  for (float s : {1.0f, 0.0625f, 0.37f, 3.1e-3f, 1000.0f, 1e-30f})
+  // Non-power-of-two scales exercise the division-free quotient (quant_device.cuh).
+  for (float s : {1.0f, 0.0625f, 0.37f, 3.1e-3f, 1000.0f, 1e-30f, 0.05f, 0.03f, 0.7f, 3.0e38f})
     check_quantize(q, s, 1, "all bf16 / " + std::to_string(s));
 }
 

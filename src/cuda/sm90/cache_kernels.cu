@@ -1,15 +1,13 @@
-// SM90 kernels of the cache write path (see cache_kernels.h for the design).
-//
-// Bit-exactness with src/common/numerics.cpp: every FP32 operation the CPU performs is
-// done here with the same IEEE round-to-nearest operation in the same order
-// (__fmul_rn / __fdiv_rn, so no FMA contraction or fast division can change a bit), and
-// the narrow conversions are written out in integer arithmetic exactly as the CPU
-// defines them (no reliance on the hardware cvt's NaN / signed-zero behaviour).
+// SM90 kernels of the cache write path (see cache_kernels.h for the design). The
+// conversions (bit-identical to src/common/numerics.cpp) live in quant_device.cuh,
+// shared with the fused QK-norm + RoPE + insert kernel.
 #include "cuda/sm90/cache_kernels.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "cuda/sm90/quant_device.cuh"
 
 namespace flashmsa::cuda {
 namespace {
@@ -17,87 +15,7 @@ namespace {
 constexpr int kThreads = 256;  // 16 rows of 16 threads per block
 enum : int { kBf16 = 0, kFp8 = 1, kNvfp4 = 2 };
 
-// float -> E4M3, saturating RNE, NaN -> 0x7F, sign always kept (float_to_e4m3_sat).
-__device__ __forceinline__ unsigned f32_to_e4m3_sat(float x) {
-  const unsigned u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fu;  // NaN
-  const unsigned sign = (u >> 24) & 0x80u;
-  const unsigned a = u & 0x7fffffffu;
-  const float af = __uint_as_float(a);
-  if (af >= 448.0f) return sign | 0x7eu;  // saturate (also +-inf)
-  if (af < 0.015625f) {                    // subnormal grid 2^-9: exact scaling, RNE
-    const float m = rintf(__fmul_rn(af, 512.0f));
-    return sign | static_cast<unsigned>(m);  // m == 8 encodes 2^-6
-  }
-  int e = static_cast<int>(a >> 23) - 127;  // af >= 2^-6: a normal float
-  const unsigned mant = a & 0x7fffffu;
-  unsigned m3 = mant >> 20;
-  const unsigned rem = mant & 0xfffffu;
-  if (rem > 0x80000u || (rem == 0x80000u && (m3 & 1u))) ++m3;  // RNE on 3 mantissa bits
-  if (m3 == 8u) {
-    m3 = 0u;
-    ++e;
-  }
-  return sign | (static_cast<unsigned>(e + 7) << 3) | m3;
-}
-
-// E4M3 bits -> float, exact (e4m3_to_float).
-__device__ __forceinline__ float e4m3_to_f32(unsigned b) {
-  const unsigned e = (b >> 3) & 0xfu, m = b & 7u;
-  float v;
-  if (e == 0xfu && m == 7u) v = __uint_as_float(0x7fc00000u);
-  else if (e == 0u) v = __fmul_rn(static_cast<float>(m), 0.001953125f);  // m * 2^-9
-  else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
-  return (b & 0x80u) ? -v : v;
-}
-
-// E2M1 code -> float (e2m1_to_float): 0, .5, 1, 1.5, 2, 3, 4, 6 and negatives.
-__device__ __forceinline__ float e2m1_to_f32(unsigned code) {
-  const unsigned e = (code >> 1) & 3u, m = code & 1u;
-  const float mag = e == 0u ? (m ? 0.5f : 0.0f)
-                            : __uint_as_float(((e + 126u) << 23) | (m << 22));
-  return (code & 8u) ? -mag : mag;
-}
-
-// float -> E2M1 code with the exact comparisons of float_to_e2m1 (no negative zero).
-__device__ __forceinline__ unsigned f32_to_e2m1(float x) {
-  if (isnan(x)) return 0u;
-  const float a = fabsf(x);
-  unsigned c;
-  if (a <= 0.25f) c = 0u;
-  else if (a < 0.75f) c = 1u;
-  else if (a <= 1.25f) c = 2u;
-  else if (a < 1.75f) c = 3u;
-  else if (a <= 2.5f) c = 4u;
-  else if (a < 3.5f) c = 5u;
-  else if (a <= 5.0f) c = 6u;
-  else c = 7u;
-  if (c == 0u) return 0u;
-  return (__float_as_uint(x) >> 31) ? (c | 8u) : c;
-}
-
-__device__ __forceinline__ float bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
-
-__device__ __forceinline__ void unpack8(const uint4& in, float (&x)[8]) {
-  const unsigned w[4] = {in.x, in.y, in.z, in.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    x[2 * i] = bf16_lo(w[i]);
-    x[2 * i + 1] = bf16_hi(w[i]);
-  }
-}
-
-// 8 floats / d -> 8 E4M3 bytes (little endian: element 0 in the low byte).
-__device__ __forceinline__ uint2 e4m3x8_div(const float (&x)[8], float d) {
-  unsigned lo = 0u, hi = 0u;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    lo |= f32_to_e4m3_sat(__fdiv_rn(x[i], d)) << (8 * i);
-    hi |= f32_to_e4m3_sat(__fdiv_rn(x[i + 4], d)) << (8 * i);
-  }
-  return make_uint2(lo, hi);
-}
+using namespace quant;
 
 template <int FMT>
 __global__ void __launch_bounds__(kThreads) cache_insert_kernel(const CacheInsertParams p) {
@@ -128,41 +46,20 @@ __global__ void __launch_bounds__(kThreads) cache_insert_kernel(const CacheInser
   } else if constexpr (FMT == kFp8) {
     float x[8];
     unpack8(in, x);
-    *reinterpret_cast<uint2*>(dst + 8 * j) = e4m3x8_div(x, s.global_scale);
+    *reinterpret_cast<uint2*>(dst + 8 * j) = e4m3x8_div(x, make_divisor(s.global_scale));
   } else {
     // nvfp4_quantize_block16: the 16-dim block g = j / 2 is held by lanes (2g, 2g+1).
     float x[8];
     unpack8(in, x);
-    const float gs = __fdiv_rn(1.0f, s.global_scale);
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float a = fabsf(x[i]);
-      if (a > amax) amax = a;  // NaN never wins a '>' comparison
-    }
     const unsigned lane = threadIdx.x & 31u;
-    const unsigned mask = lane < 16u ? 0x0000ffffu : 0xffff0000u;
-    const float other = __shfl_xor_sync(mask, amax, 1);
-    if (other > amax) amax = other;
-    const unsigned sbits = f32_to_e4m3_sat(__fdiv_rn(__fmul_rn(gs, amax), 6.0f));
-    const float sf = e4m3_to_f32(sbits);
     unsigned packed = 0u;
-    if (sf > 0.0f) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float a = fminf(fmaxf(__fdiv_rn(__fmul_rn(x[2 * k], gs), sf), -6.0f), 6.0f);
-        const float b = fminf(fmaxf(__fdiv_rn(__fmul_rn(x[2 * k + 1], gs), sf), -6.0f), 6.0f);
-        packed |= (f32_to_e2m1(a) | (f32_to_e2m1(b) << 4)) << (8 * k);
-      }
-    }
+    const unsigned sbits = nvfp4_quantize_half_block(
+        x, __fdiv_rn(1.0f, s.global_scale), lane < 16u ? 0x0000ffffu : 0xffff0000u, &packed);
     *reinterpret_cast<unsigned*>(dst + 4 * j) = packed;
-    if ((j & 1) == 0) {
-      const int g = j >> 1;
-      const long long off = s.swizzled ? static_cast<long long>(32 * (tok >> 2) + 4 * g + (tok & 3))
-                                       : tok * s.scale_stride[2] + g * s.scale_stride[3];
-      s.scale[page * s.scale_stride[0] + h * s.scale_stride[1] + off] =
+    if ((j & 1) == 0)
+      s.scale[page * s.scale_stride[0] + h * s.scale_stride[1] +
+              nvfp4_scale_offset(tok, j >> 1, s.swizzled, s.scale_stride[2], s.scale_stride[3])] =
           static_cast<unsigned char>(sbits);
-    }
   }
 }
 
@@ -177,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) quantize_query_kernel(const Quantize
   float x[8];
   unpack8(in, x);
   *reinterpret_cast<uint2*>(p.out + t * p.out_stride[0] + h * p.out_stride[1] + 8 * j) =
-      e4m3x8_div(x, p.q_scale);
+      e4m3x8_div(x, make_divisor(p.q_scale));
 }
 
 __global__ void __launch_bounds__(kThreads) nvfp4_to_fp8_kernel(const Nvfp4ToFp8Params p) {
@@ -186,19 +83,94 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_fp8_kernel(const Nvfp4ToFp8
   const int j = static_cast<int>(gid & 15);
   if (row >= p.rows) return;
   const unsigned codes = __ldg(reinterpret_cast<const unsigned*>(p.packed + row * p.packed_stride + 4 * j));
-  const float sf = e4m3_to_f32(p.scale[row * p.scale_stride + (j >> 1)]);
-  unsigned lo = 0u, hi = 0u;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const unsigned b = (codes >> (8 * k)) & 0xffu;
-    // nvfp4_to_e4m3: the product is exact in FP32, rounded once.
-    const unsigned c0 = f32_to_e4m3_sat(__fmul_rn(e2m1_to_f32(b & 0xfu), sf));
-    const unsigned c1 = f32_to_e4m3_sat(__fmul_rn(e2m1_to_f32(b >> 4), sf));
-    const unsigned pair = c0 | (c1 << 8);
-    if (k < 2) lo |= pair << (16 * k);
-    else hi |= pair << (16 * (k - 2));
+  *reinterpret_cast<uint2*>(p.out + row * p.out_stride + 8 * j) =
+      nvfp4x8_to_e4m3(codes, p.scale[row * p.scale_stride + (j >> 1)]);
+}
+
+// ---- selected-pages NVFP4 -> E4M3 ----
+
+// Physical (page, head) index page * Hkv + h of top-k entry (r, h, k), or -1 when the
+// entry is skipped (-1 / out of the block table / physical page out of the cache).
+__device__ __forceinline__ long long selected_pair(const Nvfp4SelectedParams& p, long long r,
+                                                   int h, int k) {
+  const long long lp = p.topk[r * p.topk_stride[0] + h * p.topk_stride[1] + k * p.topk_stride[2]];
+  if (lp < 0 || lp >= p.bt_width) return -1;
+  const long long b = r / p.rows_per_request;
+  const long long pp = p.block_table[b * p.bt_stride[0] + lp * p.bt_stride[1]];
+  if (pp < 0 || pp >= p.num_pages) return -1;
+  return pp * p.num_heads + h;
+}
+
+// mode 0: mark workspace[pair] = 1; mode 1: compact[r, h, k] = workspace[pair] (or -1).
+__global__ void __launch_bounds__(kThreads) selected_entries_kernel(const Nvfp4SelectedParams p,
+                                                                    int mode) {
+  const long long gid = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
+  const long long per_row = static_cast<long long>(p.num_heads) * p.topk_k;
+  if (gid >= p.rows * per_row) return;
+  const long long r = gid / per_row;
+  const int rem = static_cast<int>(gid - r * per_row);
+  const int h = rem / p.topk_k, k = rem - h * p.topk_k;
+  const long long pair = selected_pair(p, r, h, k);
+  if (mode == 0) {
+    if (pair >= 0) p.workspace[pair] = 1;
+  } else {
+    p.compact[r * p.compact_stride[0] + h * p.compact_stride[1] + k * p.compact_stride[2]] =
+        pair >= 0 ? p.workspace[pair] : -1;
   }
-  *reinterpret_cast<uint2*>(p.out + row * p.out_stride + 8 * j) = make_uint2(lo, hi);
+}
+
+constexpr int kScanThreads = 1024;
+
+// One CTA: flags -> compact index (or -1) in place, pairs[] and num_pairs, in ascending
+// page * Hkv + head order (= sorted by (physical page, head)).
+__global__ void __launch_bounds__(kScanThreads) selected_scan_kernel(const Nvfp4SelectedParams p) {
+  __shared__ int sums[kScanThreads];
+  const long long n = p.num_pages * p.num_heads;
+  const long long chunk = (n + kScanThreads - 1) / kScanThreads;
+  const long long b = threadIdx.x * chunk;
+  const long long e = b + chunk < n ? b + chunk : n;
+  int count = 0;
+  for (long long i = b; i < e; ++i) count += p.workspace[i] != 0;
+  sums[threadIdx.x] = count;
+  __syncthreads();
+  for (int o = 1; o < kScanThreads; o <<= 1) {  // inclusive Hillis-Steele scan
+    const int v = threadIdx.x >= o ? sums[threadIdx.x - o] : 0;
+    __syncthreads();
+    sums[threadIdx.x] += v;
+    __syncthreads();
+  }
+  int idx = sums[threadIdx.x] - count;
+  for (long long i = b; i < e; ++i) {
+    if (p.workspace[i] != 0) {
+      p.pairs[idx * p.pairs_stride[0]] = static_cast<int>(i / p.num_heads);
+      p.pairs[idx * p.pairs_stride[0] + p.pairs_stride[1]] = static_cast<int>(i % p.num_heads);
+      p.workspace[i] = idx++;
+    } else {
+      p.workspace[i] = -1;
+    }
+  }
+  if (threadIdx.x == kScanThreads - 1) *p.num_pairs = sums[kScanThreads - 1];
+}
+
+// Block (pair, side): 16 rows of 16 lanes, 8 passes over the 128 tokens.
+__global__ void __launch_bounds__(kThreads) selected_convert_kernel(const Nvfp4SelectedParams p) {
+  const long long pair = blockIdx.x;
+  if (pair >= *p.num_pairs) return;
+  const int side = blockIdx.y;
+  const long long page = p.pairs[pair * p.pairs_stride[0]];
+  const int h = p.pairs[pair * p.pairs_stride[0] + p.pairs_stride[1]];
+  const CacheSideParams& s = p.side[side];
+  const int j = threadIdx.x & 15;
+  const unsigned char* data = s.data + page * s.data_stride[0] + h * s.data_stride[1];
+  const unsigned char* plane = s.scale + page * s.scale_stride[0] + h * s.scale_stride[1];
+  unsigned char* out = p.out[side] + pair * p.out_stride[side][0];
+  for (int tok = threadIdx.x >> 4; tok < 128; tok += kThreads / 16) {
+    const unsigned codes =
+        __ldg(reinterpret_cast<const unsigned*>(data + tok * s.data_stride[2] + 4 * j));
+    const unsigned sb = plane[nvfp4_scale_offset(tok, j >> 1, s.swizzled, s.scale_stride[2],
+                                                 s.scale_stride[3])];
+    *reinterpret_cast<uint2*>(out + tok * p.out_stride[side][1] + 8 * j) = nvfp4x8_to_e4m3(codes, sb);
+  }
 }
 
 unsigned blocks_for_rows(long long rows) {
@@ -231,6 +203,21 @@ int launch_quantize_query_e4m3(const QuantizeQueryParams& p, void* stream) {
 int launch_nvfp4_to_fp8(const Nvfp4ToFp8Params& p, void* stream) {
   if (p.rows <= 0) return 0;
   nvfp4_to_fp8_kernel<<<blocks_for_rows(p.rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int launch_nvfp4_to_fp8_selected(const Nvfp4SelectedParams& p, void* stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const long long n = p.num_pages * p.num_heads;
+  cudaError_t err = cudaMemsetAsync(p.workspace, 0, static_cast<size_t>(n) * sizeof(int), s);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  const long long entries = p.rows * p.num_heads * p.topk_k;
+  const unsigned eblocks = static_cast<unsigned>((entries + kThreads - 1) / kThreads);
+  if (entries > 0) selected_entries_kernel<<<eblocks, kThreads, 0, s>>>(p, 0);
+  selected_scan_kernel<<<1, kScanThreads, 0, s>>>(p);
+  if (entries > 0) selected_entries_kernel<<<eblocks, kThreads, 0, s>>>(p, 1);
+  if (p.capacity > 0)
+    selected_convert_kernel<<<dim3(static_cast<unsigned>(p.capacity), 2), kThreads, 0, s>>>(p);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -66,6 +66,36 @@ struct Nvfp4ToFp8Params {
 
 int launch_nvfp4_to_fp8(const Nvfp4ToFp8Params& p, void* stream);
 
+/// Selected-pages NVFP4 -> E4M3 (flashmsa::nvfp4_to_fp8_selected, spec 5.3). Element
+/// strides for the i32 tensors, byte strides for the caches and outputs.
+struct Nvfp4SelectedParams {
+  CacheSideParams side[2];                   // nvfp4 K and V (data + scale planes)
+  int num_heads = 1;                         // Hkv
+  std::int64_t num_pages = 0;                // physical pages of the cache
+  const std::int32_t* topk = nullptr;        // [R, Hkv, K] logical page ids
+  std::int64_t topk_stride[3] = {0, 0, 0};
+  std::int64_t rows = 0;                     // R
+  int topk_k = 0;                            // K
+  const std::int32_t* block_table = nullptr;  // [B, W]
+  std::int64_t bt_stride[2] = {0, 0};
+  std::int64_t bt_width = 0;                 // W
+  std::int64_t rows_per_request = 1;
+  unsigned char* out[2] = {nullptr, nullptr};  // e4m3 [capacity, 128, 128] K, V
+  std::int64_t out_stride[2][2] = {{0, 0}, {0, 0}};  // pair, token (bytes)
+  std::int32_t* pairs = nullptr;             // [capacity, 2]
+  std::int64_t pairs_stride[2] = {0, 0};
+  std::int32_t* compact = nullptr;           // [R, Hkv, K]
+  std::int64_t compact_stride[3] = {0, 0, 0};
+  std::int32_t* num_pairs = nullptr;         // [1]
+  std::int32_t* workspace = nullptr;         // [num_pages * Hkv], contiguous
+  std::int64_t capacity = 0;
+};
+
+/// Marks the selected (page, head) pairs in the workspace, numbers them in (page, head)
+/// order (one-CTA scan), writes pairs / num_pairs / compact ids, then converts the first
+/// num_pairs (read on the device) of `capacity` pair slots. No host synchronisation.
+int launch_nvfp4_to_fp8_selected(const Nvfp4SelectedParams& p, void* stream);
+
 /// cudaGetErrorString of a value returned above.
 const char* cache_error_string(int err);
 

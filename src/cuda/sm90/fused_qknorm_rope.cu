@@ -6,198 +6,203 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include "cuda/sm90/quant_device.cuh"
+
 namespace flashmsa::cuda {
 namespace {
 
+using namespace quant;
+
 constexpr int kWarpsPerBlock = 8;
-constexpr int kVecPerWarp = 4;  // head vectors per warp (loads issued together)
-constexpr unsigned kFull = 0xffffffffu;
+constexpr int kVecPerHalf = 4;                  // head vectors per half-warp
+constexpr int kVecPerWarp = 2 * kVecPerHalf;    // loads issued together
+enum : int { kBf16 = 0, kFp8 = 1, kNvfp4 = 2 };
 
-__device__ __forceinline__ float bf16_bits_to_float(unsigned bits) {
-  return __uint_as_float((bits & 0xffffu) << 16);
+__device__ __forceinline__ unsigned bf16x2_bits(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // RNE, lo in the low half
+  return *reinterpret_cast<const unsigned*>(&v);
 }
-__device__ __forceinline__ unsigned float_to_bf16_bits(float x) {
-  return static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(x)));
+__device__ __forceinline__ uint4 pack_bf16x8(const float (&y)[8]) {
+  return make_uint4(bf16x2_bits(y[0], y[1]), bf16x2_bits(y[2], y[3]), bf16x2_bits(y[4], y[5]),
+                    bf16x2_bits(y[6], y[7]));
 }
-__device__ __forceinline__ unsigned float_to_e4m3(float x) {
-  return static_cast<unsigned>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+// Hardware saturating RNE E4M3 (NaN -> 0x7f, as float_to_e4m3_sat) of two floats.
+__device__ __forceinline__ unsigned e4m3x2(float lo, float hi) {
+  return static_cast<unsigned>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
 }
-
-// 4 consecutive bf16 (8 bytes, 8-byte aligned) -> 4 floats.
-__device__ __forceinline__ void load4(const std::uint16_t* src, float (&x)[4]) {
-  const uint2 v = *reinterpret_cast<const uint2*>(src);
-  x[0] = bf16_bits_to_float(v.x);
-  x[1] = bf16_bits_to_float(v.x >> 16);
-  x[2] = bf16_bits_to_float(v.y);
-  x[3] = bf16_bits_to_float(v.y >> 16);
-}
-__device__ __forceinline__ void store_bf16x4(void* dst, const unsigned (&b)[4]) {
-  uint2 v;
-  v.x = b[0] | (b[1] << 16);
-  v.y = b[2] | (b[3] << 16);
-  *reinterpret_cast<uint2*>(dst) = v;
-}
-__device__ __forceinline__ void store_e4m3x4(void* dst, const float (&y)[4], float divisor,
-                                             bool divide) {
-  unsigned w = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float v = divide ? __fdiv_rn(y[i], divisor) : y[i];
-    w |= float_to_e4m3(v) << (8 * i);
-  }
-  *reinterpret_cast<unsigned*>(dst) = w;
-}
-
-// bf16 bits (4) -> cache row chunk: bf16 copy or E4M3_sat(x / scale).
-__device__ __forceinline__ void store_cache4(void* dst, const unsigned (&b)[4], int format,
-                                             float scale) {
-  if (format == 0) {
-    store_bf16x4(dst, b);
+// 8 values -> 8 E4M3 bytes: E4M3_sat(y / d) (exact-division rounding) or E4M3_sat(y).
+__device__ __forceinline__ uint2 e4m3x8(const float (&y)[8], const Divisor* d) {
+  float q[8];
+  if (d) {
+    e4m3_safe_quotient8(y, *d, q);
   } else {
-    float f[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) f[i] = bf16_bits_to_float(b[i]);
-    store_e4m3x4(dst, f, scale, true);
+    for (int i = 0; i < 8; ++i) q[i] = y[i];
+  }
+  return make_uint2(e4m3x2(q[0], q[1]) | (e4m3x2(q[2], q[3]) << 16),
+                    e4m3x2(q[4], q[5]) | (e4m3x2(q[6], q[7]) << 16));
+}
+
+// Writes this lane's 8 values (bf16 bits in `b`, floats in `x`) of a row into a cache
+// side at slot s, as cache_insert does. Half-uniform (shuffles for nvfp4).
+__device__ __forceinline__ void insert_row(const CacheSideParams& c, int format, long long s,
+                                           long long num_pages, int h, int j, unsigned half_mask,
+                                           const uint4& b, const float (&x)[8]) {
+  if (s < 0 || s >= num_pages * 128) return;  // skipped / out of range: never written
+  const long long page = s >> 7;
+  const int tok = static_cast<int>(s & 127);
+  unsigned char* dst = c.data + page * c.data_stride[0] + h * c.data_stride[1] + tok * c.data_stride[2];
+  if (format == kBf16) {
+    *reinterpret_cast<uint4*>(dst + 16 * j) = b;
+  } else if (format == kFp8) {
+    const Divisor d = make_divisor(c.global_scale);
+    *reinterpret_cast<uint2*>(dst + 8 * j) = e4m3x8(x, &d);
+  } else {
+    unsigned packed = 0u;
+    const unsigned sbits =
+        nvfp4_quantize_half_block(x, __fdiv_rn(1.0f, c.global_scale), half_mask, &packed);
+    *reinterpret_cast<unsigned*>(dst + 4 * j) = packed;
+    if ((j & 1) == 0)
+      c.scale[page * c.scale_stride[0] + h * c.scale_stride[1] +
+              nvfp4_scale_offset(tok, j >> 1, c.swizzled, c.scale_stride[2], c.scale_stride[3])] =
+          static_cast<unsigned char>(sbits);
   }
 }
 
-// One head vector (global index g = token * per_token + vec) whose 4 bf16 values of this
-// lane were already loaded into `raw`. Warp-uniform control flow (shuffles inside).
-__device__ __forceinline__ void process_vector(const FusedQkvParams& p, unsigned g,
-                                               unsigned per_token, int lane, uint2 raw) {
-  const unsigned tok32 = g / per_token;
-  const long long tok = tok32;
-  const int vec = static_cast<int>(g - tok32 * per_token);
+// One head vector (token tok at position pos, vector vec of the packed row) whose 8 bf16
+// values of this lane were already loaded into `raw`. Control flow is uniform over the
+// half-warp. Index loads use the read-only path (__ldg) so that the compiler may issue
+// them ahead of the previous vector's stores.
+__device__ __forceinline__ void process_vector(const FusedQkvParams& p, long long tok, int vec,
+                                               long long pos, int j, unsigned half_mask,
+                                               const uint4& raw) {
   const int k_begin = p.nq, v_begin = p.nq + p.nkv, iq_begin = p.nq + 2 * p.nkv;
   const int ik_vec = iq_begin + p.nidx;
+  float x[8];
+  unpack8(raw, x);
 
   if (vec >= v_begin && vec < iq_begin) {  // V: raw insert
-    const long long s = p.slots[tok * p.slots_stride];
-    if (s < 0 || s >= p.kv_num_pages * 128) return;
-    const long long page = s >> 7, t = s & 127, h = vec - v_begin;
-    const std::size_t es = p.kv_format == 0 ? 2 : 1;
-    char* dst = static_cast<char*>(p.v_data) +
-                (page * p.v_stride[0] + h * p.v_stride[1] + t * p.v_stride[2] + 4 * lane) * es;
-    const unsigned b[4] = {raw.x & 0xffffu, raw.x >> 16, raw.y & 0xffffu, raw.y >> 16};
-    store_cache4(dst, b, p.kv_format, p.v_global_scale);
+    insert_row(p.v, p.kv_format, __ldg(p.slots + tok * p.slots_stride), p.kv_num_pages,
+               vec - v_begin, j, half_mask, raw, x);
     return;
   }
-  float x[4];
-  x[0] = bf16_bits_to_float(raw.x);
-  x[1] = bf16_bits_to_float(raw.x >> 16);
-  x[2] = bf16_bits_to_float(raw.y);
-  x[3] = bf16_bits_to_float(raw.y >> 16);
-
   const std::uint16_t* w = vec < k_begin ? p.q_w
                            : vec < v_begin ? p.k_w
                            : vec < ik_vec  ? p.iq_w
                                            : p.ik_w;
-  float wf[4];
-  load4(w + 4 * lane, wf);
+  // Issue the weight and cos/sin loads before the norm math (their latency overlaps it).
+  const uint4 wraw = __ldg(reinterpret_cast<const uint4*>(w + 8 * j));
+  const bool rotate = j < 8 && pos >= 0 && pos < p.max_pos;
+  uint4 craw = make_uint4(0u, 0u, 0u, 0u), sraw = craw;
+  if (rotate) {
+    const std::uint16_t* cs = p.cos_sin + pos * p.cos_sin_row_stride + 8 * (j & 3);
+    craw = __ldg(reinterpret_cast<const uint4*>(cs));
+    sraw = __ldg(reinterpret_cast<const uint4*>(cs + 32));
+  }
+  float wf[8];
+  unpack8(wraw, wf);
 
-  // Gemma RMSNorm, FP32, fixed order (see flashmsa/fused.h).
-  float ps = 0.0f;
+  // Gemma RMSNorm, FP32, fixed order (flashmsa/fused.h): this lane holds the partial sums
+  // ps_{2j} (dims 8j..8j+3) and ps_{2j+1}; butterfly o = 16, 8, 4, 2 is lane xor 8, 4, 2, 1
+  // and o = 1 is the final a + b.
+  float a = 0.0f, b = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) ps = __fadd_rn(ps, __fmul_rn(x[i], x[i]));
+  for (int i = 0; i < 4; ++i) {
+    a = __fadd_rn(a, __fmul_rn(x[i], x[i]));
+    b = __fadd_rn(b, __fmul_rn(x[4 + i], x[4 + i]));
+  }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ps = __fadd_rn(ps, __shfl_xor_sync(kFull, ps, o));
-  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ps, 128.0f), p.eps)));
-  float y[4];
+  for (int o = 8; o > 0; o >>= 1) {
+    a = __fadd_rn(a, __shfl_xor_sync(half_mask, a, o));
+    b = __fadd_rn(b, __shfl_xor_sync(half_mask, b, o));
+  }
+  const float ss = __fadd_rn(a, b);
+  // ss / 128 == ss * 2^-7 exactly (one rounding of the same value).
+  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fmul_rn(ss, 0.0078125f), p.eps)));
+  float y[8];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) y[i] = __fmul_rn(__fmul_rn(x[i], r), __fadd_rn(1.0f, wf[i]));
+  for (int i = 0; i < 8; ++i) y[i] = __fmul_rn(__fmul_rn(x[i], r), __fadd_rn(1.0f, wf[i]));
 
-  // Partial NeoX RoPE: lanes 0..7 hold dims [0, 32), lanes 8..15 dims [32, 64).
-  float partner[4];
+  // Partial NeoX RoPE: lanes 0..3 hold dims [0, 32), lanes 4..7 dims [32, 64).
+  float partner[8];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) partner[i] = __shfl_xor_sync(kFull, y[i], 8);
-  const long long pos = p.positions[tok * p.positions_stride];
-  if (lane < 16 && pos >= 0 && pos < p.max_pos) {
-    const std::uint16_t* cs = p.cos_sin + pos * p.cos_sin_row_stride + 4 * (lane & 7);
-    float c[4], s[4];
-    load4(cs, c);
-    load4(cs + 32, s);
+  for (int i = 0; i < 8; ++i) partner[i] = __shfl_xor_sync(half_mask, y[i], 4);
+  if (rotate) {
+    float c[8], s[8];
+    unpack8(craw, c);
+    unpack8(sraw, s);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float a = __fmul_rn(y[i], c[i]);
-      const float b = __fmul_rn(partner[i], s[i]);
-      y[i] = lane < 8 ? __fsub_rn(a, b) : __fadd_rn(a, b);
+    for (int i = 0; i < 8; ++i) {
+      const float u = __fmul_rn(y[i], c[i]);
+      const float t = __fmul_rn(partner[i], s[i]);
+      y[i] = j < 4 ? __fsub_rn(u, t) : __fadd_rn(u, t);
     }
   }
 
   if (vec < k_begin) {  // Q
-    char* dst = static_cast<char*>(p.q_out) +
-                (tok * p.q_stride[0] + static_cast<long long>(vec) * p.q_stride[1] + 4 * lane) *
-                    (p.q_e4m3 ? 1 : 2);
     if (p.q_e4m3) {
-      store_e4m3x4(dst, y, p.q_scale, true);
+      const Divisor d = make_divisor(p.q_scale);
+      *reinterpret_cast<uint2*>(static_cast<unsigned char*>(p.q_out) + tok * p.q_stride[0] +
+                                vec * p.q_stride[1] + 8 * j) = e4m3x8(y, &d);
     } else {
-      unsigned b[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) b[i] = float_to_bf16_bits(y[i]);
-      store_bf16x4(dst, b);
+      *reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(p.q_out) + tok * p.q_stride[0] +
+                                vec * p.q_stride[1] + 8 * j) = pack_bf16x8(y);
     }
     return;
   }
-  if (vec >= iq_begin && vec < ik_vec) {  // index q
+  if (vec >= iq_begin && vec < ik_vec) {  // index q (no scale)
     const long long h = vec - iq_begin;
-    char* dst = static_cast<char*>(p.iq_out) +
-                (tok * p.iq_stride[0] + h * p.iq_stride[1] + 4 * lane) * (p.iq_e4m3 ? 1 : 2);
     if (p.iq_e4m3) {
-      store_e4m3x4(dst, y, 1.0f, false);
+      *reinterpret_cast<uint2*>(static_cast<unsigned char*>(p.iq_out) + tok * p.iq_stride[0] +
+                                h * p.iq_stride[1] + 8 * j) = e4m3x8(y, nullptr);
     } else {
-      unsigned b[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) b[i] = float_to_bf16_bits(y[i]);
-      store_bf16x4(dst, b);
+      *reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(p.iq_out) + tok * p.iq_stride[0] +
+                                h * p.iq_stride[1] + 8 * j) = pack_bf16x8(y);
     }
     return;
   }
-  // K or index key: round to BF16 once, then the cache format.
-  unsigned kb[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) kb[i] = float_to_bf16_bits(y[i]);
-  if (vec < v_begin) {  // K
-    const long long s = p.slots[tok * p.slots_stride];
-    if (s < 0 || s >= p.kv_num_pages * 128) return;
-    const long long page = s >> 7, t = s & 127, h = vec - k_begin;
-    const std::size_t es = p.kv_format == 0 ? 2 : 1;
-    char* dst = static_cast<char*>(p.k_data) +
-                (page * p.k_stride[0] + h * p.k_stride[1] + t * p.k_stride[2] + 4 * lane) * es;
-    store_cache4(dst, kb, p.kv_format, p.k_global_scale);
-    return;
-  }
-  // index key
-  const long long s = p.index_slots[tok * p.index_slots_stride];
-  if (s < 0 || s >= p.index_num_pages * 128) return;
-  const long long page = s >> 7, t = s & 127;
-  const std::size_t es = p.index_format == 0 ? 2 : 1;
-  char* dst = static_cast<char*>(p.ik_data) +
-              (page * p.ik_stride[0] + t * p.ik_stride[1] + 4 * lane) * es;
-  store_cache4(dst, kb, p.index_format, 1.0f);
+  // K or index key: round to BF16 once, then written as cache_insert writes a bf16 row.
+  const uint4 kb = pack_bf16x8(y);
+  float kf[8];
+  unpack8(kb, kf);
+  if (vec < v_begin)
+    insert_row(p.k, p.kv_format, __ldg(p.slots + tok * p.slots_stride), p.kv_num_pages,
+               vec - k_begin, j, half_mask, kb, kf);
+  else
+    insert_row(p.ik, p.index_format, __ldg(p.index_slots + tok * p.index_slots_stride),
+               p.index_num_pages, 0, j, half_mask, kb, kf);
 }
 
-// Each warp handles kVecPerWarp consecutive head vectors; their qkv loads are issued
-// first so that more bytes are in flight per warp (the math per vector is unchanged).
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     fused_qknorm_rope_kernel(const FusedQkvParams p, unsigned total_vectors) {
   const int lane = threadIdx.x & 31;
+  const int half = lane >> 4, j = lane & 15;
+  const unsigned half_mask = half ? 0xffff0000u : 0x0000ffffu;
   // The launcher guarantees total_vectors + kVecPerWarp * kWarpsPerBlock < 2^32.
   const unsigned warp = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
   const unsigned per_token = static_cast<unsigned>(p.nq + 2 * p.nkv + p.nidx + 1);
-  const unsigned g0 = warp * kVecPerWarp;
-  uint2 raw[kVecPerWarp];
+  const unsigned g0 = warp * kVecPerWarp + half;  // this half's vectors: g0 + 2k
+  uint4 raw[kVecPerHalf];
+  unsigned tok[kVecPerHalf];
+  int pos[kVecPerHalf];
 #pragma unroll
-  for (int k = 0; k < kVecPerWarp; ++k) {
-    const unsigned g = g0 + k;
+  for (int k = 0; k < kVecPerHalf; ++k) {
+    const unsigned g = g0 + 2 * k;
+    tok[k] = g / per_token;
     if (g < total_vectors) {
-      const unsigned tok = g / per_token, vec = g - tok * per_token;
-      raw[k] = *reinterpret_cast<const uint2*>(p.qkv + static_cast<long long>(tok) * p.qkv_row_stride +
-                                               static_cast<long long>(vec) * 128 + 4 * lane);
+      raw[k] = __ldg(reinterpret_cast<const uint4*>(
+          p.qkv + static_cast<long long>(tok[k]) * p.qkv_row_stride +
+          static_cast<long long>(g - tok[k] * per_token) * 128 + 8 * j));
+      pos[k] = __ldg(p.positions + static_cast<long long>(tok[k]) * p.positions_stride);
     }
   }
 #pragma unroll
-  for (int k = 0; k < kVecPerWarp; ++k)
-    if (g0 + k < total_vectors) process_vector(p, g0 + k, per_token, lane, raw[k]);  // warp-uniform
+  for (int k = 0; k < kVecPerHalf; ++k) {
+    const unsigned g = g0 + 2 * k;
+    if (g < total_vectors)  // uniform over the half-warp
+      process_vector(p, tok[k], static_cast<int>(g - tok[k] * per_token), pos[k], j, half_mask,
+                     raw[k]);
+  }
 }
 
 }  // namespace

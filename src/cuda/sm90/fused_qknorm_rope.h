@@ -1,18 +1,25 @@
 // Internal: SM90 fused QK-norm + partial RoPE + K/V / index-K cache insert
 // (flashmsa/fused.h has the semantics). Host-side interface, includable from plain C++.
 //
-// Design: a warp processes 4 consecutive head vectors (their loads issued
-// together for more bytes in flight); per token the vectors are Hq Q heads,
-// Hkv K heads, Hkv V heads, Hidx index-q heads and the index key. Lane l owns dims
-// [4l, 4l+4) (one 8-byte load); the sum of squares is a xor butterfly (16, 8, 4, 2, 1),
-// the RoPE partner of lane l < 8 is lane l + 8 (and vice versa). Every FP32 operation
-// uses the explicitly rounded intrinsics (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn),
-// so no FMA contraction happens and the results equal the CPU backend's bit for bit.
-// Caches: bf16 and fp8 (E4M3) K/V and index-K are written directly. NVFP4 caches are
-// NOT supported on the GPU yet (the entry point returns Unsupported before launching).
+// Design: a 16-lane half-warp processes one 128-wide head vector, lane j owning dims
+// [8j, 8j+8) (one 16-byte load and one 16/8/4-byte store); a warp owns 8 consecutive head
+// vectors of the flat (token, vector) space, 4 per half, whose qkv loads are all issued
+// before any math (64 bytes per lane in flight). Per token the vectors are Hq Q heads,
+// Hkv K heads, Hkv V heads, Hidx index-q heads and the index key. The sum of squares is
+// two 4-element partial sums per lane combined by a xor butterfly (8, 4, 2, 1) and a final
+// add, which is exactly the 32-partial-sum order of flashmsa/fused.h; the RoPE partner of
+// lane j < 4 is lane j + 4. Every FP32 operation uses explicitly rounded intrinsics
+// (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn), so no FMA contraction happens and the
+// results equal the CPU backend's bit for bit. Division-free FP8 quantisation:
+// E4M3(y / scale) multiplies by RN(1/scale) and falls back to the IEEE division only
+// where the E4M3 rounding could differ (quant_device.cuh, e4m3_safe_quotient).
+// Caches: bf16, fp8 (E4M3) and nvfp4 (linear or swizzled scale planes, the quantisation
+// of quant_device.cuh shared with cache_insert) for K/V and the index-K cache.
 #pragma once
 
 #include <cstdint>
+
+#include "cuda/sm90/cache_kernels.h"
 
 namespace flashmsa::cuda {
 
@@ -35,20 +42,16 @@ struct FusedQkvParams {
   int num_tokens = 0;
   int nq = 0, nkv = 0, nidx = 0;
   float eps = 1e-6f;
-  // K/V cache: kv_format 0 = bf16, 1 = fp8 (flashmsa::KvFormat values).
+  // K/V cache: kv_format 0 = bf16, 1 = fp8, 2 = nvfp4 (flashmsa::KvFormat values);
+  // byte strides, global_scale = k_scale / v_scale.
   int kv_format = 0;
-  void* k_data = nullptr;
-  void* v_data = nullptr;
-  std::int64_t k_stride[3] = {0, 0, 0};  // page, head, token (elements)
-  std::int64_t v_stride[3] = {0, 0, 0};
+  CacheSideParams k, v;
   std::int64_t kv_num_pages = 0;
-  float k_global_scale = 1.0f, v_global_scale = 1.0f;
-  // Index-K cache: format 0 = bf16, 1 = fp8 (no scale).
+  // Index-K cache (same format codes; fp8 has no scale: global_scale 1; head stride 0).
   int index_format = 0;
-  void* ik_data = nullptr;
-  std::int64_t ik_stride[2] = {0, 0};  // page, token (elements)
+  CacheSideParams ik;
   std::int64_t index_num_pages = 0;
-  // Query outputs.
+  // Query outputs (element strides).
   void* q_out = nullptr;
   bool q_e4m3 = false;
   std::int64_t q_stride[2] = {0, 0};  // token, head

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "cuda/sm90/quant_device.cuh"
+
 namespace flashmsa::cuda {
 namespace {
 
@@ -14,44 +16,7 @@ constexpr int kThreads = 128;
 constexpr int kSelectThreads = 128;
 constexpr std::size_t kScoreSmem = (kD * kT + kD + kT) * sizeof(float);
 
-__device__ __forceinline__ float e4m3_to_f32(unsigned b) {
-  const unsigned e = (b >> 3) & 0xfu, m = b & 7u;
-  float v;
-  if (e == 0xfu && m == 7u) v = __uint_as_float(0x7fc00000u);
-  else if (e == 0u) v = __fmul_rn(static_cast<float>(m), 0.001953125f);  // m * 2^-9
-  else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
-  return (b & 0x80u) ? -v : v;
-}
-
-// float -> E4M3, saturating RNE, NaN -> 0x7F (float_to_e4m3_sat).
-__device__ __forceinline__ unsigned f32_to_e4m3_sat(float x) {
-  const unsigned u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fu;
-  const unsigned sign = (u >> 24) & 0x80u;
-  const unsigned a = u & 0x7fffffffu;
-  const float af = __uint_as_float(a);
-  if (af >= 448.0f) return sign | 0x7eu;
-  if (af < 0.015625f) {
-    const float m = rintf(__fmul_rn(af, 512.0f));
-    return sign | static_cast<unsigned>(m);
-  }
-  int e = static_cast<int>(a >> 23) - 127;
-  const unsigned mant = a & 0x7fffffu;
-  unsigned m3 = mant >> 20;
-  const unsigned rem = mant & 0xfffffu;
-  if (rem > 0x80000u || (rem == 0x80000u && (m3 & 1u))) ++m3;
-  if (m3 == 8u) {
-    m3 = 0u;
-    ++e;
-  }
-  return sign | (static_cast<unsigned>(e + 7) << 3) | m3;
-}
-
-__device__ __forceinline__ float e2m1_to_f32(unsigned code) {
-  const unsigned e = (code >> 1) & 3u, m = code & 1u;
-  const float mag = e == 0u ? (m ? 0.5f : 0.0f) : __uint_as_float(((e + 126u) << 23) | (m << 22));
-  return (code & 8u) ? -mag : mag;
-}
+using namespace quant;  // E4M3 / E2M1 conversions shared with the cache kernels
 
 // nvfp4 element: E4M3_sat(e2m1 * scale) as float (nvfp4_to_e4m3, then e4m3_to_float).
 __device__ __forceinline__ float nvfp4_value(unsigned code, float scale) {

@@ -1,0 +1,202 @@
+// Internal, device-only: the FP8 E4M3 / NVFP4 conversions shared by the SM90 cache
+// kernels (cache_kernels.cu) and the fused QK-norm + RoPE + insert kernel
+// (fused_qknorm_rope.cu). Include from .cu files only.
+//
+// Bit-exactness with src/common/numerics.cpp: every FP32 operation the CPU performs is
+// done here with the same IEEE round-to-nearest operation in the same order
+// (__fmul_rn / __fdiv_rn, so no FMA contraction or fast division can change a bit), and
+// the narrow conversions are written out in integer arithmetic exactly as the CPU
+// defines them (no reliance on the hardware cvt's NaN / signed-zero behaviour).
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace flashmsa::cuda::quant {
+
+// float -> E4M3, saturating RNE, NaN -> 0x7F, sign always kept (float_to_e4m3_sat).
+__device__ __forceinline__ unsigned f32_to_e4m3_sat(float x) {
+  const unsigned u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fu;  // NaN
+  const unsigned sign = (u >> 24) & 0x80u;
+  const unsigned a = u & 0x7fffffffu;
+  const float af = __uint_as_float(a);
+  if (af >= 448.0f) return sign | 0x7eu;  // saturate (also +-inf)
+  if (af < 0.015625f) {                    // subnormal grid 2^-9: exact scaling, RNE
+    const float m = rintf(__fmul_rn(af, 512.0f));
+    return sign | static_cast<unsigned>(m);  // m == 8 encodes 2^-6
+  }
+  int e = static_cast<int>(a >> 23) - 127;  // af >= 2^-6: a normal float
+  const unsigned mant = a & 0x7fffffu;
+  unsigned m3 = mant >> 20;
+  const unsigned rem = mant & 0xfffffu;
+  if (rem > 0x80000u || (rem == 0x80000u && (m3 & 1u))) ++m3;  // RNE on 3 mantissa bits
+  if (m3 == 8u) {
+    m3 = 0u;
+    ++e;
+  }
+  return sign | (static_cast<unsigned>(e + 7) << 3) | m3;
+}
+
+// E4M3 bits -> float, exact (e4m3_to_float).
+__device__ __forceinline__ float e4m3_to_f32(unsigned b) {
+  const unsigned e = (b >> 3) & 0xfu, m = b & 7u;
+  float v;
+  if (e == 0xfu && m == 7u) v = __uint_as_float(0x7fc00000u);
+  else if (e == 0u) v = __fmul_rn(static_cast<float>(m), 0.001953125f);  // m * 2^-9
+  else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
+  return (b & 0x80u) ? -v : v;
+}
+
+// E2M1 code -> float (e2m1_to_float): 0, .5, 1, 1.5, 2, 3, 4, 6 and negatives.
+__device__ __forceinline__ float e2m1_to_f32(unsigned code) {
+  const unsigned e = (code >> 1) & 3u, m = code & 1u;
+  const float mag = e == 0u ? (m ? 0.5f : 0.0f)
+                            : __uint_as_float(((e + 126u) << 23) | (m << 22));
+  return (code & 8u) ? -mag : mag;
+}
+
+// float -> E2M1 code with the exact comparisons of float_to_e2m1 (no negative zero).
+__device__ __forceinline__ unsigned f32_to_e2m1(float x) {
+  if (isnan(x)) return 0u;
+  const float a = fabsf(x);
+  unsigned c;
+  if (a <= 0.25f) c = 0u;
+  else if (a < 0.75f) c = 1u;
+  else if (a <= 1.25f) c = 2u;
+  else if (a < 1.75f) c = 3u;
+  else if (a <= 2.5f) c = 4u;
+  else if (a < 3.5f) c = 5u;
+  else if (a <= 5.0f) c = 6u;
+  else c = 7u;
+  if (c == 0u) return 0u;
+  return (__float_as_uint(x) >> 31) ? (c | 8u) : c;
+}
+
+__device__ __forceinline__ float bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
+// 8 bf16 (one 16-byte word) -> 8 floats, element 0 from the low half of in.x.
+__device__ __forceinline__ void unpack8(const uint4& in, float (&x)[8]) {
+  const unsigned w[4] = {in.x, in.y, in.z, in.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    x[2 * i] = bf16_lo(w[i]);
+    x[2 * i + 1] = bf16_hi(w[i]);
+  }
+}
+
+// Precomputed divisor for exact_quotient: d and its correctly rounded reciprocal.
+struct Divisor {
+  float d;
+  float rcp;   // RN(1 / d)
+  bool fast;   // rcp is a finite normal number: the multiply path may be used
+};
+
+__device__ __forceinline__ Divisor make_divisor(float d) {
+  Divisor v;
+  v.d = d;
+  v.rcp = __frcp_rn(d);
+  const float a = fabsf(v.rcp);
+  v.fast = a >= 1.17549435e-38f && a <= 3.0e38f && d > 0.0f;
+  return v;
+}
+
+// Division-free E4M3 quotient. q = RN(x * RN(1/d)) is within 3 ulps of RN(x / d), so
+// both round to the same E4M3 value unless q lies within 8 ulps of an E4M3 rounding
+// midpoint (low 20 mantissa bits near 0x80000) or in [2^-11, 2^-6), where the E4M3 grid
+// is absolute (subnormal) and the midpoints are not at that bit pattern. Below 2^-11 both
+// round to a zero of the same sign; NaN, +-inf and saturation give the same code either
+// way (both overflow or both exceed 448). true when q needs the exact IEEE quotient.
+__device__ __forceinline__ bool e4m3_quotient_unsafe(float q) {
+  const unsigned a = __float_as_uint(q) & 0x7fffffffu;
+  const bool subnormal = a - 0x3a000000u < 0x3c800000u - 0x3a000000u;  // 2^-11 <= |q| < 2^-6
+  const bool near_mid = (a & 0xfffffu) - 0x7fff8u <= 16u;  // rem in [0x80000 - 8, 0x80000 + 8]
+  return subnormal || near_mid;
+}
+
+// 8 quotients at once: the multiply path for all, one branch to the exact division for
+// the lanes where any element needs it (rare).
+__device__ __forceinline__ void e4m3_safe_quotient8(const float (&x)[8], const Divisor& v,
+                                                    float (&q)[8]) {
+  bool bad = !v.fast;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    q[i] = __fmul_rn(x[i], v.rcp);
+    bad |= e4m3_quotient_unsafe(q[i]);
+  }
+  if (bad) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (!v.fast || e4m3_quotient_unsafe(q[i])) q[i] = __fdiv_rn(x[i], v.d);
+  }
+}
+
+// 8 floats / d -> 8 E4M3 bytes (little endian: element 0 in the low byte).
+__device__ __forceinline__ uint2 e4m3x8_div(const float (&x)[8], const Divisor& d) {
+  float q[8];
+  e4m3_safe_quotient8(x, d, q);
+  unsigned lo = 0u, hi = 0u;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    lo |= f32_to_e4m3_sat(q[i]) << (8 * i);
+    hi |= f32_to_e4m3_sat(q[i + 4]) << (8 * i);
+  }
+  return make_uint2(lo, hi);
+}
+
+// nvfp4_quantize_block16 for one half block: the 16-dim block is held by two adjacent
+// lanes (lane ^ 1) of the 16-lane group `half_mask`, 8 values each. Returns the block's
+// E4M3 scale bits (both lanes) and this lane's 4 bytes of packed E2M1 codes (element 0 in
+// the low nibble of the low byte). gs = RN(1 / global_scale).
+__device__ __forceinline__ unsigned nvfp4_quantize_half_block(const float (&x)[8], float gs,
+                                                              unsigned half_mask,
+                                                              unsigned* packed_out) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float a = fabsf(x[i]);
+    if (a > amax) amax = a;  // NaN never wins a '>' comparison
+  }
+  const float other = __shfl_xor_sync(half_mask, amax, 1);
+  if (other > amax) amax = other;
+  const unsigned sbits = f32_to_e4m3_sat(__fdiv_rn(__fmul_rn(gs, amax), 6.0f));
+  const float sf = e4m3_to_f32(sbits);
+  unsigned packed = 0u;
+  if (sf > 0.0f) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float a = fminf(fmaxf(__fdiv_rn(__fmul_rn(x[2 * k], gs), sf), -6.0f), 6.0f);
+      const float b = fminf(fmaxf(__fdiv_rn(__fmul_rn(x[2 * k + 1], gs), sf), -6.0f), 6.0f);
+      packed |= (f32_to_e2m1(a) | (f32_to_e2m1(b) << 4)) << (8 * k);
+    }
+  }
+  *packed_out = packed;
+  return sbits;
+}
+
+// Byte offset of scale (tok, g) in a 128 x 8 scale plane: the 4x4 swizzle of
+// nvfp4_scale_offset, or the linear plane's strides (bytes).
+__device__ __forceinline__ long long nvfp4_scale_offset(int tok, int g, bool swizzled,
+                                                        long long tok_stride, long long g_stride) {
+  return swizzled ? static_cast<long long>(32 * (tok >> 2) + 4 * g + (tok & 3))
+                  : tok * tok_stride + g * g_stride;
+}
+
+// 4 packed bytes of E2M1 codes (8 values) x one E4M3 scale -> 8 E4M3 bytes
+// (nvfp4_to_e4m3: the product is exact in FP32, rounded once).
+__device__ __forceinline__ uint2 nvfp4x8_to_e4m3(unsigned codes, unsigned scale_bits) {
+  const float sf = e4m3_to_f32(scale_bits);
+  unsigned lo = 0u, hi = 0u;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const unsigned b = (codes >> (8 * k)) & 0xffu;
+    const unsigned c0 = f32_to_e4m3_sat(__fmul_rn(e2m1_to_f32(b & 0xfu), sf));
+    const unsigned c1 = f32_to_e4m3_sat(__fmul_rn(e2m1_to_f32(b >> 4), sf));
+    const unsigned pair = c0 | (c1 << 8);
+    if (k < 2) lo |= pair << (16 * k);
+    else hi |= pair << (16 * (k - 2));
+  }
+  return make_uint2(lo, hi);
+}
+
+}  // namespace flashmsa::cuda::quant
