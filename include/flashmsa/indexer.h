@@ -37,8 +37,9 @@ struct IndexerPrefillArgs {
 /// the order q, index_k.data, index_k.block_scale, block_table, cu_seqlens_q, seq_lens,
 /// topk_indices, page_scores) decides, and a tensor on the other device is an
 /// InvalidArgument naming it. All on cpu: the CPU backend (synchronous). All on cuda:
-/// the SM90 kernels (src/cuda/sm90/indexer_kernels.h), asynchronous on `stream`, top-k
-/// identical and page scores bitwise equal to the CPU backend; Unsupported in a build
+/// the SM90 kernels (src/cuda/sm90/indexer_kernels.h), asynchronous on `stream`, tensor-core
+/// page scores within 2e-4 relative of the CPU backend (policy D8; bitwise deterministic)
+/// and the exact D1 selection on them; Unsupported in a build
 /// without CUDA kernels. On cuda the host never reads tensor contents, so only the
 /// dtype / rank / shape / stride / alignment checks apply; the metadata-content rules
 /// (cu_seqlens monotone from 0 to T, q_len <= seq_len, block-table width and entries,
@@ -78,9 +79,13 @@ Status indexer_decode(const IndexerDecodeArgs& args);
 ///   local_page  i32 [R]: L per row; L < 0 means an empty row (all -1); L <= W required
 ///               when L + 1 > K (the history must be present in `scores`)
 ///   topk        out i32 [R, K], K in 1..16
-/// Errors: InvalidArgument naming 'scores', 'local_page' or 'topk' (dtype, rank, rows,
-/// K range, history beyond W); Unsupported on cuda (no GPU kernel for this helper).
+///   stream      cuda only: the cudaStream_t (nullptr = default stream)
+/// Devices as indexer_prefill (first of scores, local_page, topk decides). On cuda the
+/// same top-k kernel as the indexers (asynchronous); local_page contents are not read on
+/// the host, columns b >= W of a row with L > W rank as NaN. Errors: InvalidArgument
+/// naming 'scores', 'local_page' or 'topk' (device, dtype, rank, rows, K range, on cpu
+/// history beyond W); Unsupported for cuda tensors in a build without CUDA kernels.
 Status topk_select(const TensorView& scores, const TensorView& local_page,
-                   const TensorView& topk);
+                   const TensorView& topk, void* stream = nullptr);
 
 }  // namespace flashmsa

@@ -26,16 +26,6 @@ inline std::int32_t at_i32(const TensorView& t, std::int64_t i) {
   return t.ptr<const std::int32_t>()[i * t.stride[0]];
 }
 
-// Any tensor on the GPU: this build has no CUDA indexer.
-Status check_cpu_only(const char* op, std::initializer_list<const TensorView*> tensors) {
-  for (const TensorView* t : tensors) {
-    if (t->defined() && t->device == Device::cuda)
-      return Status::Unsupported(op, "device cuda",
-                                 std::string("this build has no CUDA kernels for ") + op + " yet");
-  }
-  return Status::Ok();
-}
-
 // Device rule: the first defined tensor decides the device; a tensor on the other device
 // is an InvalidArgument naming it. *on_cuda tells which path runs.
 using NamedView = std::pair<const char*, const TensorView*>;
@@ -310,9 +300,11 @@ Status indexer_decode(const IndexerDecodeArgs& a) {
 }
 
 Status topk_select(const TensorView& scores, const TensorView& local_page,
-                   const TensorView& topk) {
+                   const TensorView& topk, void* stream) {
   const char* op = "topk_select";
-  FLASHMSA_RETURN_IF_ERROR(check_cpu_only(op, {&scores, &local_page, &topk}));
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op, {{"scores", &scores}, {"local_page", &local_page}, {"topk", &topk}}, &on_cuda));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "local_page", local_page));
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "local_page", local_page, {DType::i32}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "local_page", local_page, 1));
@@ -328,6 +320,29 @@ Status topk_select(const TensorView& scores, const TensorView& local_page,
   if (topk.shape[1] < 1 || topk.shape[1] > kMaxTopk)
     return Status::InvalidArgument(op, "topk", "K (dim 1) in 1..16", topk.describe());
   FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "topk", topk));
+  if (on_cuda) {
+#ifndef FLASHMSA_WITH_CUDA
+    return cuda_unsupported(op);
+#else
+    // local_page contents stay on the device: history columns >= W rank as NaN.
+    cuda::TopkSelectParams p;
+    p.scores = scores.ptr<const float>();
+    p.s_stride[0] = scores.stride[0];
+    p.s_stride[1] = scores.stride[1];
+    p.width = scores.shape[1];
+    p.local_page = local_page.ptr<const std::int32_t>();
+    p.lp_stride = local_page.stride[0];
+    p.topk = topk.ptr<std::int32_t>();
+    p.topk_stride[0] = topk.stride[0];
+    p.topk_stride[1] = topk.stride[1];
+    p.k = static_cast<int>(topk.shape[1]);
+    p.rows = R;
+    const int err = cuda::launch_topk_select(p, stream);
+    if (err != 0)
+      return Status::Internal(op, std::string("kernel launch failed: ") + cuda::indexer_error_string(err));
+    return Status::Ok();
+#endif
+  }
   const int K = static_cast<int>(topk.shape[1]);
   const std::int64_t W = scores.shape[1];
   for (std::int64_t r = 0; r < R; ++r) {
