@@ -474,12 +474,10 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
     n3 = __reduce_add_sync(0xffffffffu, n3);
     if (lane == 0) red[round & 1][warp] = make_uint2(n12, n3);
     __syncthreads();
-    std::uint32_t a = 0, b3 = 0;
-    for (int i = 0; i < nwarps; ++i) {
-      const uint2 r2 = red[round & 1][i];
-      a += r2.x;
-      b3 += r2.y;
-    }
+    // Lane i of every warp fetches warp i's partials; a warp reduction sums them.
+    const uint2 r2 = lane < nwarps ? red[round & 1][lane] : make_uint2(0u, 0u);
+    const std::uint32_t a = __reduce_add_sync(0xffffffffu, r2.x);
+    const std::uint32_t b3 = __reduce_add_sync(0xffffffffu, r2.y);
     const int N1 = static_cast<int>(a & 0xffffu), N2 = static_cast<int>(a >> 16), N3 = static_cast<int>(b3);
     T = N3 >= take ? c3 : N2 >= take ? c2 : N1 >= take ? c1 : T;
   }
@@ -499,12 +497,9 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
   const std::uint32_t gt_w = __reduce_add_sync(0xffffffffu, gt);
   if (lane == 31) scan[warp] = make_uint2(eq_incl, gt_w);
   __syncthreads();
-  std::uint32_t eq_before = eq_incl - eq, GT = 0;
-  for (int i = 0; i < nwarps; ++i) {
-    const uint2 r2 = scan[i];
-    if (i < warp) eq_before += r2.x;
-    GT += r2.y;
-  }
+  const uint2 sc2 = lane < nwarps ? scan[lane] : make_uint2(0u, 0u);
+  std::uint32_t eq_before = eq_incl - eq + __reduce_add_sync(0xffffffffu, lane < warp ? sc2.x : 0u);
+  const std::uint32_t GT = __reduce_add_sync(0xffffffffu, sc2.y);
   const std::uint32_t need_eq = static_cast<std::uint32_t>(take) - GT;
 #pragma unroll
   for (int i = 0; i < kTopkKeys; ++i) {
@@ -537,7 +532,7 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
 
 // Indexer top-k: one CTA per score row (row, head) of the workspace; also writes
 // page_scores (b < L: the score, NaN beyond the block table; b >= L: -inf).
-__global__ void __launch_bounds__(1024) topk_kernel(IndexerParams p, const float* ws, long long ws_ld) {
+__global__ void __launch_bounds__(1024, 1) topk_kernel(IndexerParams p, const float* ws, long long ws_ld) {
   const long long v = blockIdx.x;
   const long long row = v / p.heads;
   const int h = static_cast<int>(v % p.heads);
@@ -556,7 +551,7 @@ __global__ void __launch_bounds__(1024) topk_kernel(IndexerParams p, const float
 }
 
 // topk_select on given scores: one CTA per row.
-__global__ void __launch_bounds__(1024) topk_select_kernel(TopkSelectParams p) {
+__global__ void __launch_bounds__(1024, 1) topk_select_kernel(TopkSelectParams p) {
   const long long r = blockIdx.x;
   const long long L = p.local_page[r * p.lp_stride];
   select_row(p.scores + r * p.s_stride[0], p.s_stride[1], p.width, L, p.k,
