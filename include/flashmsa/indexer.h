@@ -10,6 +10,9 @@
 // One selection per index head; index head h drives KV head h (num index heads = Hkv).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "flashmsa/cache.h"
 #include "flashmsa/status.h"
 #include "flashmsa/tensor.h"
@@ -73,6 +76,47 @@ struct IndexerDecodeArgs {
 /// (D4); p < 0 gives a row of -1 (D5). Devices and errors: as indexer_prefill, plus
 /// 'queries_per_request' outside 1..16 and q rows != B*Q.
 Status indexer_decode(const IndexerDecodeArgs& args);
+
+/// Capacity of an IndexerDecodePlan.
+struct IndexerDecodePlanArgs {
+  std::int64_t max_batch = 0;             ///< requests per step (B <= max_batch at run)
+  int queries_per_request = 1;            ///< Q in 1..16 (run must use the same Q)
+  int heads = 1;                          ///< index heads 1..8 (run must match)
+  std::int64_t max_pages_per_request = 0; ///< block-table width capacity (run: width <= it)
+  Device device = Device::cuda;
+};
+
+/// Decode indexer plan: the device workspace (page scores f32 [B*Q, H, width]) is sized
+/// and allocated once by plan() from the capacity (never from sequence lengths), so run()
+/// - once per layer of a step - allocates nothing, syncs nothing and reads no metadata on
+/// the host: a CUDA graph of a step captured once replays with updated seq_lens / block
+/// tables / index q / caches in place. run() is indexer_decode with the plan's workspace
+/// (same arguments, checks and results); on cpu it is indexer_decode. One plan per stream:
+/// concurrent runs of one plan race on the workspace.
+class IndexerDecodePlan {
+ public:
+  IndexerDecodePlan() = default;
+  ~IndexerDecodePlan();
+  IndexerDecodePlan(const IndexerDecodePlan&) = delete;
+  IndexerDecodePlan& operator=(const IndexerDecodePlan&) = delete;
+  /// Validates the capacity and (cuda) allocates the workspace with cudaMalloc on the
+  /// current device; call it outside graph capture. Errors: InvalidArgument naming the
+  /// field (max_batch, queries_per_request, heads, max_pages_per_request) or the failed
+  /// allocation; Unsupported for cuda in a build without CUDA kernels.
+  Status plan(const IndexerDecodePlanArgs& args);
+  /// Runs one layer. Errors: those of indexer_decode; InvalidArgument when not planned or
+  /// when the arguments exceed the capacity (naming 'seq_lens', 'block_table', 'q',
+  /// 'queries_per_request') or are on another device than planned.
+  Status run(const IndexerDecodeArgs& args) const;
+  bool planned() const { return planned_; }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  bool planned_ = false;
+  IndexerDecodePlanArgs args_;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
 
 /// The selection rule alone (D1, D2), on given scores; used by the indexers and tests.
 ///   scores      f32 [R, W]: scores[r, b] for history pages b < local_page[r]

@@ -110,7 +110,8 @@ Status check_page_scores(const char* op, const TensorView& ps, std::int64_t rows
 Status run_cuda(const char* op, const TensorView& q, const IndexKCache& ik,
                 const TensorView& block_table, const TensorView* cu_seqlens_q,
                 const TensorView& seq_lens, int queries_per_request, const TensorView& topk,
-                const TensorView& page_scores, void* stream) {
+                const TensorView& page_scores, void* stream, void* workspace = nullptr,
+                std::size_t workspace_bytes = 0) {
   cuda::IndexerParams p;
   p.q = q.data;
   p.q_e4m3 = q.dtype == DType::e4m3;
@@ -150,7 +151,7 @@ Status run_cuda(const char* op, const TensorView& q, const IndexKCache& ik,
     for (int i = 0; i < 3; ++i) p.ps_stride[i] = page_scores.stride[i];
     p.ps_width = page_scores.shape[2];
   }
-  const int err = cuda::launch_indexer(p, stream);
+  const int err = cuda::launch_indexer(p, stream, workspace, workspace_bytes);
   if (err != 0)
     return Status::Internal(op, std::string("kernel launch failed: ") + cuda::indexer_error_string(err));
   return Status::Ok();
@@ -226,6 +227,36 @@ Status indexer_prefill(const IndexerPrefillArgs& a) {
   return Status::Ok();
 }
 
+#ifdef FLASHMSA_WITH_CUDA
+namespace {
+// indexer_decode on cuda tensors: shape checks, then the kernels (workspace: the plan's,
+// or nullptr = stream-ordered allocation).
+Status indexer_decode_cuda(const char* op, const IndexerDecodeArgs& a, void* workspace,
+                           std::size_t workspace_bytes) {
+  FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
+  const std::int64_t Q = a.queries_per_request;
+  if (Q < 1 || Q > kMaxIndexerQueries)
+    return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16", to_string(Q));
+  std::int64_t num_pages = 0;
+  FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
+  FLASHMSA_RETURN_IF_ERROR(check_metadata_shapes(op, nullptr, a.seq_lens, a.block_table));
+  const std::int64_t B = a.seq_lens.shape[0];
+  if (a.q.shape[0] != B * Q)
+    return Status::InvalidArgument(
+        op, "q", "B * Q = " + to_string(B) + " * " + to_string(Q) + " = " + to_string(B * Q) +
+                     " rows (dim 0)",
+        a.q.describe());
+  FLASHMSA_RETURN_IF_ERROR(
+      check_topk_out(op, "topk_indices", a.topk_indices, a.q.shape[0], a.q.shape[1]));
+  FLASHMSA_RETURN_IF_ERROR(
+      check_page_scores(op, a.page_scores, a.q.shape[0], a.q.shape[1], -1));
+  return run_cuda(op, a.q, a.index_k, a.block_table, nullptr, a.seq_lens,
+                  static_cast<int>(Q), a.topk_indices, a.page_scores, a.stream, workspace,
+                  workspace_bytes);
+}
+}  // namespace
+#endif
+
 Status indexer_decode(const IndexerDecodeArgs& a) {
   const char* op = "indexer_decode";
   bool on_cuda = false;
@@ -239,25 +270,7 @@ Status indexer_decode(const IndexerDecodeArgs& a) {
 #ifndef FLASHMSA_WITH_CUDA
     return cuda_unsupported(op);
 #else
-    FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
-    const std::int64_t Q = a.queries_per_request;
-    if (Q < 1 || Q > kMaxIndexerQueries)
-      return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16", to_string(Q));
-    std::int64_t num_pages = 0;
-    FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
-    FLASHMSA_RETURN_IF_ERROR(check_metadata_shapes(op, nullptr, a.seq_lens, a.block_table));
-    const std::int64_t B = a.seq_lens.shape[0];
-    if (a.q.shape[0] != B * Q)
-      return Status::InvalidArgument(
-          op, "q", "B * Q = " + to_string(B) + " * " + to_string(Q) + " = " + to_string(B * Q) +
-                       " rows (dim 0)",
-          a.q.describe());
-    FLASHMSA_RETURN_IF_ERROR(
-        check_topk_out(op, "topk_indices", a.topk_indices, a.q.shape[0], a.q.shape[1]));
-    FLASHMSA_RETURN_IF_ERROR(
-        check_page_scores(op, a.page_scores, a.q.shape[0], a.q.shape[1], -1));
-    return run_cuda(op, a.q, a.index_k, a.block_table, nullptr, a.seq_lens,
-                    static_cast<int>(Q), a.topk_indices, a.page_scores, a.stream);
+    return indexer_decode_cuda(op, a, nullptr, 0);
 #endif
   }
   FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
@@ -297,6 +310,85 @@ Status indexer_decode(const IndexerDecodeArgs& a) {
   p.page_scores = a.page_scores;
   cpu::run_indexer(p);
   return Status::Ok();
+}
+
+IndexerDecodePlan::~IndexerDecodePlan() {
+#ifdef FLASHMSA_WITH_CUDA
+  if (workspace_ != nullptr) cuda::indexer_device_free(workspace_);
+#endif
+}
+
+Status IndexerDecodePlan::plan(const IndexerDecodePlanArgs& c) {
+  const char* op = "IndexerDecodePlan::plan";
+  if (c.max_batch < 1)
+    return Status::InvalidArgument(op, "max_batch", "a value >= 1", to_string(c.max_batch));
+  if (c.queries_per_request < 1 || c.queries_per_request > kMaxIndexerQueries)
+    return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16",
+                                   to_string(c.queries_per_request));
+  if (c.heads < 1 || c.heads > kMaxKvHeads)
+    return Status::InvalidArgument(op, "heads", "index heads in 1..8 (D10)", to_string(c.heads));
+  if (c.max_pages_per_request < 1)
+    return Status::InvalidArgument(op, "max_pages_per_request", "a value >= 1",
+                                   to_string(c.max_pages_per_request));
+  planned_ = false;
+  if (c.device == Device::cuda) {
+#ifndef FLASHMSA_WITH_CUDA
+    return cuda_unsupported(op);
+#else
+    const std::size_t bytes = cuda::indexer_workspace_bytes(
+        c.max_batch * c.queries_per_request, c.heads, c.max_pages_per_request,
+        static_cast<int>(c.max_batch), false);
+    if (bytes > workspace_bytes_ || workspace_ == nullptr) {
+      if (workspace_ != nullptr) cuda::indexer_device_free(workspace_);
+      workspace_ = nullptr;
+      workspace_bytes_ = 0;
+      if (int err = cuda::indexer_device_malloc(&workspace_, bytes))
+        return Status::InvalidArgument(op, "max_pages_per_request",
+                                       "a workspace that fits on the device (" + to_string(static_cast<std::int64_t>(bytes)) + " bytes)",
+                                       std::string("cudaMalloc: ") + cuda::indexer_error_string(err));
+      workspace_bytes_ = bytes;
+    }
+#endif
+  }
+  args_ = c;
+  planned_ = true;
+  return Status::Ok();
+}
+
+Status IndexerDecodePlan::run(const IndexerDecodeArgs& a) const {
+  const char* op = "IndexerDecodePlan::run";
+  if (!planned_) return Status::InvalidArgument(op, "plan", "a planned IndexerDecodePlan", "not planned");
+  if (!a.q.defined() || !a.seq_lens.defined() || !a.block_table.defined())
+    return indexer_decode(a);  // its errors name the missing tensor
+  if (a.q.device != args_.device)
+    return Status::InvalidArgument(op, "q", std::string("device ") + (args_.device == Device::cuda ? "cuda" : "cpu") + " (planned)",
+                                   a.q.describe());
+  if (a.queries_per_request != args_.queries_per_request)
+    return Status::InvalidArgument(op, "queries_per_request", "the planned " + to_string(args_.queries_per_request),
+                                   to_string(a.queries_per_request));
+  if (a.seq_lens.rank != 1 || a.seq_lens.shape[0] > args_.max_batch)
+    return Status::InvalidArgument(op, "seq_lens", "[B] with B <= max_batch = " + to_string(args_.max_batch),
+                                   a.seq_lens.describe());
+  if (a.block_table.rank != 2 || a.block_table.shape[1] > args_.max_pages_per_request)
+    return Status::InvalidArgument(op, "block_table",
+                                   "width <= max_pages_per_request = " + to_string(args_.max_pages_per_request),
+                                   a.block_table.describe());
+  if (a.q.rank != 3 || a.q.shape[1] != args_.heads)
+    return Status::InvalidArgument(op, "q", "the planned " + to_string(args_.heads) + " index heads (dim 1)",
+                                   a.q.describe());
+  if (args_.device != Device::cuda) return indexer_decode(a);
+#ifndef FLASHMSA_WITH_CUDA
+  return cuda_unsupported(op);
+#else
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op, {{"q", &a.q}, {"index_k.data", &a.index_k.data},
+           {"index_k.block_scale", &a.index_k.block_scale}, {"block_table", &a.block_table},
+           {"seq_lens", &a.seq_lens}, {"topk_indices", &a.topk_indices},
+           {"page_scores", &a.page_scores}},
+      &on_cuda));
+  return indexer_decode_cuda(op, a, workspace_, workspace_bytes_);
+#endif
 }
 
 Status topk_select(const TensorView& scores, const TensorView& local_page,

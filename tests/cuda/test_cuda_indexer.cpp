@@ -19,7 +19,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -522,6 +524,107 @@ TEST(CudaIndexer, TiesAtMaxContext) {
   c.ties = true;
   c.seed = 1001;
   run_case(c);
+}
+
+TEST(CudaIndexer, DecodePlanGraphReplay) {
+  REQUIRE_GPU();
+  // One plan, one captured graph; seq_lens updated in place between replays must give
+  // exactly what a direct indexer_decode gives on the new lengths (same kernels).
+  Rng rng(1100);
+  const int B = 4, Q = 4, H = 2, width = 32, num_pages = B * width;
+  HostTensor q(DType::e4m3, {B * Q, H, 128}), kd(DType::e4m3, {num_pages, 128, 128});
+  testing::fill_random_e4m3(q, rng);
+  testing::fill_random_e4m3(kd, rng);
+  HostTensor bt(DType::i32, {B, width}), seq(DType::i32, {B});
+  std::vector<std::int32_t> perm = testing::random_permutation(num_pages, rng);
+  for (int i = 0; i < B * width; ++i) bt.data<std::int32_t>()[i] = perm[i];
+  const int lens_a[B] = {3000, 129, 2000, 0}, lens_b[B] = {2900, 4000, 1, 2500};
+  for (int b = 0; b < B; ++b) seq.data<std::int32_t>()[b] = lens_a[b];
+  HostTensor topk(DType::i32, {B * Q, H, 16}), topk_ref(DType::i32, {B * Q, H, 16});
+  DeviceTensor dq(q), dkd(kd), dbt(bt), dseq(seq), dtopk(topk), dref(topk_ref);
+  IndexerDecodePlan plan;
+  IndexerDecodePlanArgs pa;
+  pa.max_batch = B;
+  pa.queries_per_request = Q;
+  pa.heads = H;
+  pa.max_pages_per_request = width;
+  ASSERT_TRUE(plan.plan(pa).ok());
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  IndexerDecodeArgs a;
+  a.q = dq.view();
+  a.index_k.format = KvFormat::fp8;
+  a.index_k.data = dkd.view();
+  a.block_table = dbt.view();
+  a.seq_lens = dseq.view();
+  a.queries_per_request = Q;
+  a.topk_indices = dtopk.view();
+  a.stream = s;
+  ASSERT_TRUE(plan.run(a).ok());  // outside capture first (kernel attributes)
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  Status st = plan.run(a);
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  for (const int* lens : {lens_a, lens_b}) {
+    for (int b = 0; b < B; ++b) seq.data<std::int32_t>()[b] = lens[b];
+    dseq.upload(seq);
+    dtopk.poison();
+    ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    IndexerDecodeArgs r = a;
+    r.topk_indices = dref.view();
+    r.stream = nullptr;
+    ASSERT_TRUE(indexer_decode(r).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dtopk.download(topk);
+    dref.download(topk_ref);
+    EXPECT_EQ(std::memcmp(topk.data<std::int32_t>(), topk_ref.data<std::int32_t>(), topk.bytes()), 0)
+        << "graph replay with seq_lens[0] = " << lens[0];
+  }
+  // Beyond the capacity: rejected.
+  IndexerDecodeArgs big = a;
+  big.queries_per_request = Q + 1;
+  EXPECT_EQ(plan.run(big).code(), StatusCode::kInvalidArgument);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaIndexer, TopkSelectDevice) {
+  REQUIRE_GPU();
+  // topk_select on cuda tensors equals the CPU helper (exact: same scores), including
+  // all-equal rows, NaN rows, -0 / +0 ties, n <= K rows and empty rows.
+  Rng rng(1200);
+  const int R = 12, W = 3000, K = 16;
+  HostTensor sc(DType::f32, {R, W}), lp(DType::i32, {R}), out_cpu(DType::i32, {R, K}), out_gpu(DType::i32, {R, K});
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < W; ++b) {
+      float v = u(rng);
+      if (r == 1) v = 2.5f;                                                    // all equal
+      if (r == 2 && b % 3 == 0) v = std::numeric_limits<float>::quiet_NaN();  // NaNs
+      if (r == 3) v = std::numeric_limits<float>::quiet_NaN();                // all NaN
+      if (r == 4) v = (b % 2) ? 0.0f : -0.0f;                                  // signed zeros tie
+      if (r == 5) v = std::round(v);                                           // many ties
+      sc.data<float>()[r * W + b] = v;
+    }
+  const int lps[R] = {2999, 3000, 1500, 200, 700, 3000, 15, 16, 0, -1, 17, 8191 % 3001};
+  for (int r = 0; r < R; ++r) lp.data<std::int32_t>()[r] = std::min(lps[r], W);
+  ASSERT_TRUE(topk_select(sc.view(), lp.view(), out_cpu.view()).ok());
+  DeviceTensor dsc(sc), dlp(lp), dout(out_gpu);
+  dout.poison();
+  Status st = topk_select(dsc.view(), dlp.view(), dout.view());
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dout.download(out_gpu);
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < K; ++k)
+      EXPECT_EQ(out_gpu.data<std::int32_t>()[r * K + k], out_cpu.data<std::int32_t>()[r * K + k])
+          << "row " << r << " slot " << k;
 }
 
 TEST(CudaIndexer, EmptyAndDeviceRules) {

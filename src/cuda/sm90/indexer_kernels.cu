@@ -78,7 +78,8 @@ __device__ __forceinline__ float e4m3_to_f32(std::uint32_t b) {
 
 // E4M3 bytes of E4M3_sat(e2m1 x s) for the eight e2m1 magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6
 // (spec 5.2, D7: the NVFP4 -> E4M3 dequantisation of the CPU backend). Negative codes
-// are the same bytes with the sign bit set (saturating RNE is symmetric).
+// are the same bytes with the sign bit flipped (saturating RNE is symmetric; the block
+// scale itself may be negative).
 __device__ __forceinline__ void nvfp4_table(float s, std::uint32_t* lo, std::uint32_t* hi) {
   *lo = g::pack_e4m3x4(0.0f * s, 0.5f * s, s, 1.5f * s);
   *hi = g::pack_e4m3x4(2.0f * s, 3.0f * s, 4.0f * s, 6.0f * s);
@@ -89,7 +90,7 @@ __device__ __forceinline__ std::uint32_t nvfp4x4(std::uint32_t c, std::uint32_t 
   const std::uint32_t mag = __byte_perm(tlo, thi, c & 0x7777u);
   const std::uint32_t sign = ((c & 0x8u) << 4) | ((c & 0x80u) << 8) | ((c & 0x800u) << 12) |
                              ((c & 0x8000u) << 16);
-  return mag | sign;
+  return mag ^ sign;
 }
 
 // One CTA tile: consecutive query rows of one request.
@@ -586,20 +587,43 @@ cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, lo
 
 }  // namespace
 
-int launch_indexer(const IndexerParams& p, void* stream_ptr) {
+namespace {
+long long ws_ld_of(long long W) { return W < 8 ? 8 : (W + 7) / 8 * 8; }
+// CTA tiles: decode one per request; prefill at most ceil(rows / R) + batch (R = 128 / H
+// rows per tile, a tile never spans two requests).
+long long tiles_of(long long rows, int heads, long long batch, bool prefill) {
+  if (!prefill) return batch;
+  const int R = kTileRows / heads;
+  return (rows + R - 1) / R + batch;
+}
+}  // namespace
+
+std::size_t indexer_workspace_bytes(std::int64_t rows, int heads, std::int64_t width, int batch, bool prefill) {
+  const std::size_t ws = static_cast<std::size_t>(rows) * heads * ws_ld_of(width) * sizeof(float);
+  return ws + (prefill ? static_cast<std::size_t>(tiles_of(rows, heads, batch, true)) * sizeof(int2) : 0);
+}
+
+int indexer_device_malloc(void** ptr, std::size_t bytes) { return static_cast<int>(cudaMalloc(ptr, bytes)); }
+int indexer_device_free(void* ptr) { return static_cast<int>(cudaFree(ptr)); }
+
+int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, std::size_t workspace_bytes) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   if (p.num_rows <= 0 || p.heads <= 0) return 0;
   const bool decode = p.cu_seqlens == nullptr;
   const long long W = p.bt_width;
-  const long long ws_ld = W < 8 ? 8 : (W + 7) / 8 * 8;
+  const long long ws_ld = ws_ld_of(W);
   const int R = decode ? p.queries_per_request : kTileRows / p.heads;
-  const long long tiles = decode ? p.batch : (p.num_rows + R - 1) / R + p.batch;
-  const long long ws_floats = p.num_rows * p.heads * ws_ld;
-  const std::size_t map_bytes = decode ? 0 : static_cast<std::size_t>(tiles) * sizeof(int2);
-  const std::size_t ws_bytes = static_cast<std::size_t>(ws_floats) * sizeof(float);
-  void* work = nullptr;
-  cudaError_t err = cudaMallocAsync(&work, ws_bytes + map_bytes, stream);
-  if (err != cudaSuccess) return static_cast<int>(err);
+  const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode);
+  const std::size_t need = indexer_workspace_bytes(p.num_rows, p.heads, W, p.batch, !decode);
+  const std::size_t ws_bytes = static_cast<std::size_t>(p.num_rows * p.heads * ws_ld) * sizeof(float);
+  void* work = workspace;
+  cudaError_t err = cudaSuccess;
+  if (work == nullptr) {
+    err = cudaMallocAsync(&work, need, stream);
+    if (err != cudaSuccess) return static_cast<int>(err);
+  } else if (workspace_bytes < need) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
   float* ws = static_cast<float*>(work);
   int2* map = decode ? nullptr : reinterpret_cast<int2*>(static_cast<char*>(work) + ws_bytes);
 
@@ -634,8 +658,10 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr) {
     topk_kernel<<<static_cast<unsigned>(p.num_rows * p.heads), topk_threads(W), 0, stream>>>(p, ws, ws_ld);
     err = cudaGetLastError();
   }
-  const cudaError_t ferr = cudaFreeAsync(work, stream);
-  if (err == cudaSuccess) err = ferr;
+  if (workspace == nullptr) {
+    const cudaError_t ferr = cudaFreeAsync(work, stream);
+    if (err == cudaSuccess) err = ferr;
+  }
   return static_cast<int>(err);
 }
 

@@ -25,6 +25,7 @@
 // written. No out-of-range memory access happens for any metadata contents.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace flashmsa::cuda {
@@ -59,9 +60,21 @@ struct IndexerParams {
   std::int64_t ps_width = 0;
 };
 
-/// Runs both passes on `stream` (a cudaStream_t, nullptr = default stream). Returns 0 or
-/// a cudaError_t value.
-int launch_indexer(const IndexerParams& p, void* stream);
+/// Runs the kernels on `stream` (a cudaStream_t, nullptr = default stream). With
+/// `workspace` == nullptr the workspace is taken from cudaMallocAsync on the stream;
+/// otherwise `workspace` (device, `workspace_bytes` >= indexer_workspace_bytes(p)) is
+/// used and nothing is allocated. Returns 0 or a cudaError_t value.
+int launch_indexer(const IndexerParams& p, void* stream, void* workspace = nullptr,
+                   std::size_t workspace_bytes = 0);
+
+/// Workspace bytes launch_indexer needs for rows x heads x block-table width (decode:
+/// batch = rows / Q requests; prefill adds the tile map).
+std::size_t indexer_workspace_bytes(std::int64_t rows, int heads, std::int64_t width, int batch,
+                                    bool prefill);
+
+/// cudaMalloc / cudaFree on the current device (0 or a cudaError_t value).
+int indexer_device_malloc(void** ptr, std::size_t bytes);
+int indexer_device_free(void* ptr);
 
 /// topk_select on device tensors: scores f32 [rows, width] (strides in elements),
 /// local_page i32 [rows], topk i32 [rows, k]. Columns >= width rank as NaN.
