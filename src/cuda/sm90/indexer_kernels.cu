@@ -214,27 +214,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int tid = threadIdx.x;
   const std::int32_t* bt_row = p.block_table + static_cast<long long>(t.req) * p.bt_stride[0];
 
-  // A: the tile's index q rows, zero rows beyond srows.
-  for (int i = tid; i < kTileRows * kRowChunks; i += kThreads) {
-    const int sr = i / kRowChunks, c = i % kRowChunks;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (sr < srows) {
-      const long long row = t.row0 + sr / H;
-      const int h = sr % H;
-      const long long off = row * p.q_stride[0] + h * p.q_stride[1];
-      if (kFp8) {
-        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + off + c * 16);
-      } else if (!p.q_e4m3) {
-        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + 2 * off + c * 16);
-      } else {
-        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(p.q) + off + c * 8);
-        e4m3x4_to_bf16(raw.x, &v.x);
-        e4m3x4_to_bf16(raw.y, &v.z);
-      }
-    }
-    *reinterpret_cast<uint4*>(sa + (sr / 64) * 64 * C::kRowBytes + g::sw128_offset(sr % 64, c * 16, 64)) = v;
-  }
-
   auto phys_of = [&](int i) -> long long { return bt_row[(b_begin + i) * p.bt_stride[1]]; };
   auto valid = [&](long long phys) { return phys >= 0 && phys < p.num_pages; };
 
@@ -330,6 +309,28 @@ __global__ void __launch_bounds__(kThreads, 2)
       store(i, i, raw);
     }
     cp_async_commit();
+  }
+
+  // A: the tile's index q rows, zero rows beyond srows (after the prologue's page loads
+  // are in flight; made visible to wgmma by the first iteration's fence and barrier).
+  for (int i = tid; i < kTileRows * kRowChunks; i += kThreads) {
+    const int sr = i / kRowChunks, c = i % kRowChunks;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (sr < srows) {
+      const long long row = t.row0 + sr / H;
+      const int h = sr % H;
+      const long long off = row * p.q_stride[0] + h * p.q_stride[1];
+      if (kFp8) {
+        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + off + c * 16);
+      } else if (!p.q_e4m3) {
+        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + 2 * off + c * 16);
+      } else {
+        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(p.q) + off + c * 8);
+        e4m3x4_to_bf16(raw.x, &v.x);
+        e4m3x4_to_bf16(raw.y, &v.z);
+      }
+    }
+    *reinterpret_cast<uint4*>(sa + (sr / 64) * 64 * C::kRowBytes + g::sw128_offset(sr % 64, c * 16, 64)) = v;
   }
 
   for (int i = 0; i < n; ++i) {
