@@ -227,6 +227,18 @@ Status indexer_prefill(const IndexerPrefillArgs& a) {
   return Status::Ok();
 }
 
+namespace {
+// The device rule of indexer_decode's tensors.
+Status resolve_decode_device(const char* op, const IndexerDecodeArgs& a, bool* on_cuda) {
+  return resolve_device(
+      op, {{"q", &a.q}, {"index_k.data", &a.index_k.data},
+           {"index_k.block_scale", &a.index_k.block_scale}, {"block_table", &a.block_table},
+           {"seq_lens", &a.seq_lens}, {"topk_indices", &a.topk_indices},
+           {"page_scores", &a.page_scores}},
+      on_cuda);
+}
+}  // namespace
+
 #ifdef FLASHMSA_WITH_CUDA
 namespace {
 // indexer_decode on cuda tensors: shape checks, then the kernels (workspace: the plan's,
@@ -260,12 +272,7 @@ Status indexer_decode_cuda(const char* op, const IndexerDecodeArgs& a, void* wor
 Status indexer_decode(const IndexerDecodeArgs& a) {
   const char* op = "indexer_decode";
   bool on_cuda = false;
-  FLASHMSA_RETURN_IF_ERROR(resolve_device(
-      op, {{"q", &a.q}, {"index_k.data", &a.index_k.data},
-           {"index_k.block_scale", &a.index_k.block_scale}, {"block_table", &a.block_table},
-           {"seq_lens", &a.seq_lens}, {"topk_indices", &a.topk_indices},
-           {"page_scores", &a.page_scores}},
-      &on_cuda));
+  FLASHMSA_RETURN_IF_ERROR(resolve_decode_device(op, a, &on_cuda));
   if (on_cuda) {
 #ifndef FLASHMSA_WITH_CUDA
     return cuda_unsupported(op);
@@ -381,12 +388,7 @@ Status IndexerDecodePlan::run(const IndexerDecodeArgs& a) const {
   return cuda_unsupported(op);
 #else
   bool on_cuda = false;
-  FLASHMSA_RETURN_IF_ERROR(resolve_device(
-      op, {{"q", &a.q}, {"index_k.data", &a.index_k.data},
-           {"index_k.block_scale", &a.index_k.block_scale}, {"block_table", &a.block_table},
-           {"seq_lens", &a.seq_lens}, {"topk_indices", &a.topk_indices},
-           {"page_scores", &a.page_scores}},
-      &on_cuda));
+  FLASHMSA_RETURN_IF_ERROR(resolve_decode_device(op, a, &on_cuda));
   return indexer_decode_cuda(op, a, workspace_, workspace_bytes_);
 #endif
 }

@@ -68,6 +68,32 @@ std::string describe(const Case& c) {
   return s;
 }
 
+// indexer_decode or indexer_prefill of case `c` on the given views (cpu or cuda).
+Status call_indexer(const Case& c, const TensorView& q, const IndexKCache& cache, const TensorView& bt,
+                    const TensorView& cu, const TensorView& seq, const TensorView& topk,
+                    const TensorView& ps) {
+  if (c.decode) {
+    IndexerDecodeArgs a;
+    a.q = q;
+    a.index_k = cache;
+    a.block_table = bt;
+    a.seq_lens = seq;
+    a.queries_per_request = c.Q;
+    a.topk_indices = topk;
+    a.page_scores = ps;
+    return indexer_decode(a);
+  }
+  IndexerPrefillArgs a;
+  a.q = q;
+  a.index_k = cache;
+  a.block_table = bt;
+  a.cu_seqlens_q = cu;
+  a.seq_lens = seq;
+  a.topk_indices = topk;
+  a.page_scores = ps;
+  return indexer_prefill(a);
+}
+
 void run_case(const Case& c) {
   SCOPED_TRACE(describe(c));
   Rng rng(c.seed);
@@ -154,29 +180,10 @@ void run_case(const Case& c) {
   const int ps_width = width + 3;
   HostTensor ps_cpu(DType::f32, {T, c.H, ps_width}), ps_gpu(DType::f32, {T, c.H, ps_width});
 
-  // CPU reference.
-  TensorView topk_cpu_view = topk_cpu.view();
-  if (c.decode) {
-    IndexerDecodeArgs a;
-    a.q = q.view();
-    a.index_k = cache;
-    a.block_table = bt.view();
-    a.seq_lens = seq.view();
-    a.queries_per_request = c.Q;
-    a.topk_indices = topk_cpu_view;
-    a.page_scores = ps_cpu.view();
-    Status st = indexer_decode(a);
-    ASSERT_TRUE(st.ok()) << st.message();
-  } else {
-    IndexerPrefillArgs a;
-    a.q = q.view();
-    a.index_k = cache;
-    a.block_table = bt.view();
-    a.cu_seqlens_q = cu.view();
-    a.seq_lens = seq.view();
-    a.topk_indices = topk_cpu_view;
-    a.page_scores = ps_cpu.view();
-    Status st = indexer_prefill(a);
+  // CPU reference (page scores always: the top-k checks below use them).
+  {
+    Status st = call_indexer(c, q.view(), cache, bt.view(), cu.view(), seq.view(), topk_cpu.view(),
+                             ps_cpu.view());
     ASSERT_TRUE(st.ok()) << st.message();
   }
 
@@ -198,29 +205,9 @@ void run_case(const Case& c) {
   auto run_gpu = [&](HostTensor& topk_out, HostTensor& ps_out) {
     ASSERT_EQ(cudaMemset(const_cast<void*>(dtopk.view().data), 0x55, topk_gpu_store.bytes()), cudaSuccess);
     ASSERT_EQ(cudaMemset(const_cast<void*>(dps.view().data), 0x55, ps_gpu.bytes()), cudaSuccess);
-    if (c.decode) {
-      IndexerDecodeArgs a;
-      a.q = dq.view();
-      a.index_k = dcache;
-      a.block_table = dbt.view();
-      a.seq_lens = dseq.view();
-      a.queries_per_request = c.Q;
-      a.topk_indices = dtopk_view;
-      if (c.page_scores) a.page_scores = dps.view();
-      Status st = indexer_decode(a);
-      ASSERT_TRUE(st.ok()) << st.message();
-    } else {
-      IndexerPrefillArgs a;
-      a.q = dq.view();
-      a.index_k = dcache;
-      a.block_table = dbt.view();
-      a.cu_seqlens_q = dcu.view();
-      a.seq_lens = dseq.view();
-      a.topk_indices = dtopk_view;
-      if (c.page_scores) a.page_scores = dps.view();
-      Status st = indexer_prefill(a);
-      ASSERT_TRUE(st.ok()) << st.message();
-    }
+    Status st = call_indexer(c, dq.view(), dcache, dbt.view(), dcu.view(), dseq.view(), dtopk_view,
+                             c.page_scores ? dps.view() : TensorView());
+    ASSERT_TRUE(st.ok()) << st.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     dtopk.download(topk_out);
     dps.download(ps_out);
