@@ -5,9 +5,9 @@
 //  decode   the decode suites of data/msa-workloads/decode-workloads.json ("full" 28
 //           cases, "low_latency" 12; Q = 8 drafts per request, or --q), e4m3 index q over
 //           an e4m3 ("fp8") or NVFP4 ("nvfp4") index-K cache, or bf16 / bf16 ("bf16").
-//           A CUDA graph of --calls indexer_decode calls whose block tables rotate over
-//           page sets larger than 3x L2 together (cold index-K reads), 3 warm-up
-//           replays, median of --reps replays.
+//           One IndexerDecodePlan; a CUDA graph of max(--calls, sets) plan.run calls
+//           whose block tables rotate over page sets larger than 3x L2 together (cold
+//           index-K reads), 3 warm-up replays, median of --reps replays.
 //  topk     topk_select alone on device scores: batch 64 x Q 8 x 4 heads rows at 1,024
 //           and 8,192 pages, spread and all-equal scores.
 // Reports us per call, score TFLOP/s (2 x 128 x H per scored query-key pair: every token
@@ -238,8 +238,11 @@ bool bench_decode(const tools::WorkloadCase& wc, const std::string& fmt, int H, 
   const std::size_t page_bytes = nvfp4 ? 128 * 64 : bf16 ? 128 * 128 * 2 : 128 * 128;
   const std::size_t scale_bytes = nvfp4 ? 128 * 8 : 0;
   const std::size_t set_bytes = pages_per_set * (page_bytes + scale_bytes);
-  int sets = static_cast<int>(std::min<std::int64_t>(calls, kColdBytes / std::max<std::size_t>(set_bytes, 1) + 1));
-  sets = std::max(sets, 1);
+  // Enough page sets (and calls per graph) that the sets together exceed 3x L2.
+  const std::int64_t need_sets = std::max<std::int64_t>(
+      1, (kColdBytes + static_cast<std::int64_t>(set_bytes) - 1) / std::max<std::int64_t>(set_bytes, 1));
+  const int graph_calls = static_cast<int>(std::max<std::int64_t>(calls, std::min<std::int64_t>(need_sets, 4096)));
+  const int sets = static_cast<int>(std::min<std::int64_t>(need_sets, graph_calls));
   const long long pages = pages_per_set * sets;
   void* k = o.alloc(pages * page_bytes);
   void* ks = nvfp4 ? o.alloc(pages * scale_bytes) : nullptr;
@@ -274,6 +277,18 @@ bool bench_decode(const tools::WorkloadCase& wc, const std::string& fmt, int H, 
   a.seq_lens = make_view(sl, DType::i32, {B}, Device::cuda);
   a.queries_per_request = Q;
   a.topk_indices = make_view(topk, DType::i32, {B * Q, H, 16}, Device::cuda);
+  // One plan for the step (as an engine would for all layers): no allocation per call.
+  IndexerDecodePlan plan;
+  IndexerDecodePlanArgs pa;
+  pa.max_batch = B;
+  pa.queries_per_request = Q;
+  pa.heads = H;
+  pa.max_pages_per_request = width;
+  Status pst = plan.plan(pa);
+  if (!pst.ok()) {
+    std::fprintf(stderr, "%s\n", pst.message().c_str());
+    return false;
+  }
   double us = 0;
   const bool ok = time_graph(
       [&](int i, cudaStream_t s) {
@@ -281,11 +296,11 @@ bool bench_decode(const tools::WorkloadCase& wc, const std::string& fmt, int H, 
         c.block_table = make_view(static_cast<std::int32_t*>(bt) + static_cast<std::size_t>(i % sets) * B * width,
                                   DType::i32, {B, width}, Device::cuda);
         c.stream = s;
-        Status st = indexer_decode(c);
+        Status st = plan.run(c);
         if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
         return st.ok();
       },
-      calls, reps, &us);
+      graph_calls, reps, &us);
   if (!ok) return false;
   const double tf = 2.0 * 128 * H * pairs / (us * 1e-6) / 1e12;
   const double tbs = static_cast<double>(hist_pages) * (page_bytes + scale_bytes) / (us * 1e-6) / 1e12;
