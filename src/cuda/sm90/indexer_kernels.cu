@@ -132,10 +132,14 @@ __device__ __forceinline__ bool tile_of(const IndexerParams& p, const int2* map,
 }
 
 // Prefill tile map: tiles of up to R consecutive rows, never spanning two requests, in
-// request order; entries beyond the last tile are {-1, 0}. One CTA of 1024 threads.
+// request order; entries beyond the last tile are {-1, 0}. One CTA of 1024 threads:
+// per 1024 requests a block scan of their tile counts, then all threads write the
+// chunk's entries (a binary search of the scan per entry).
 __global__ void __launch_bounds__(kMapThreads) tile_map_kernel(IndexerParams p, int2* map,
                                                                 long long max_tiles, int R) {
   __shared__ long long warp_sum[kMapThreads / 32];
+  __shared__ long long pre[kMapThreads + 1];  // exclusive tile offsets inside the chunk
+  __shared__ int first_row[kMapThreads];
   __shared__ long long base_s;
   const int tid = threadIdx.x, lane = tid % 32, w = tid / 32;
   if (tid == 0) base_s = 0;
@@ -158,17 +162,26 @@ __global__ void __launch_bounds__(kMapThreads) tile_map_kernel(IndexerParams p, 
     }
     if (lane == 31) warp_sum[w] = x;
     __syncthreads();
-    long long before = base_s;
+    long long before = 0;
     for (int i = 0; i < w; ++i) before += warp_sum[i];
     before += x - n;
-    for (long long i = 0; i < n && before + i < max_tiles; ++i)
-      map[before + i] = make_int2(r, static_cast<int>(start + i * R));
+    pre[tid] = before;
+    first_row[tid] = static_cast<int>(start);
+    if (tid == kMapThreads - 1) pre[kMapThreads] = before + n;
     __syncthreads();
-    if (tid == 0) {
-      long long total = 0;
-      for (int i = 0; i < kMapThreads / 32; ++i) total += warp_sum[i];
-      base_s += total;
+    const long long total = pre[kMapThreads];
+    const long long base = base_s;
+    for (long long j = tid; j < total && base + j < max_tiles; j += kMapThreads) {
+      int lo = 0, hi = kMapThreads - 1;  // last i with pre[i] <= j (its count is > 0)
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (pre[mid] <= j) lo = mid;
+        else hi = mid - 1;
+      }
+      map[base + j] = make_int2(r0 + lo, static_cast<int>(first_row[lo] + (j - pre[lo]) * R));
     }
+    __syncthreads();
+    if (tid == 0) base_s = base + total;
     __syncthreads();
   }
   for (long long i = base_s + tid; i < max_tiles; i += kMapThreads) map[i] = make_int2(-1, 0);
