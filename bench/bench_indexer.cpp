@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "flashmsa/flashmsa.h"
 #include "workloads.h"
 
@@ -36,27 +37,10 @@ using namespace flashmsa;
 
 namespace {
 
-constexpr double kCopyPeakTBs = 4.2;
-constexpr double kFp8Peak = 1487.0, kBf16Peak = 807.0;
-constexpr std::int64_t kColdBytes = 3LL * 60 * 1024 * 1024;
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "CUDA error %s at line %d\n", cudaGetErrorString(e_), __LINE__); \
-      return false;                                                                           \
-    }                                                                                         \
-  } while (0)
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+using bench::kColdBytes;
+using bench::kCopyPeakTBs;
+using bench::split;
+constexpr double kFp8Peak = 1487.0, kBf16Peak = 807.0;  // measured dense peaks, TFLOP/s
 
 struct Owned {
   std::vector<void*> p;
@@ -111,7 +95,7 @@ bool fill_pages(void* dst, long long pages, std::size_t page_bytes, bool e4m3, s
     const long long n = std::min(per, pages - p0);
     for (long long i = 0; i < n; ++i)
       std::memcpy(&buf[i * page_bytes], &src[((p0 + i) % pool) * page_bytes], page_bytes);
-    CK(cudaMemcpy(static_cast<char*>(dst) + p0 * page_bytes, buf.data(), n * page_bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(static_cast<char*>(dst) + p0 * page_bytes, buf.data(), n * page_bytes, cudaMemcpyHostToDevice));
   }
   return true;
 }
@@ -135,14 +119,14 @@ bool bench_prefill(int q_len, long long kv, int H, bool fp8, int reps) {
     return false;
   }
   std::vector<unsigned char> qh = random_bytes(static_cast<std::size_t>(q_len) * H * 128 * es, fp8, 7);
-  CK(cudaMemcpy(q, qh.data(), qh.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(q, qh.data(), qh.size(), cudaMemcpyHostToDevice));
   if (!fill_pages(k, pages, page_bytes, fp8, 11)) return false;
   std::vector<std::int32_t> bth(pages);
   for (long long i = 0; i < pages; ++i) bth[i] = static_cast<std::int32_t>((i * 7919) % pages);  // scattered
   const std::int32_t cuh[2] = {0, q_len}, slh = static_cast<std::int32_t>(kv);
-  CK(cudaMemcpy(bt, bth.data(), pages * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(cu, cuh, 8, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(sl, &slh, 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(bt, bth.data(), pages * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(cu, cuh, 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(sl, &slh, 4, cudaMemcpyHostToDevice));
   const DType dt = fp8 ? DType::e4m3 : DType::bf16;
   IndexerPrefillArgs a;
   a.q = make_view(q, dt, {q_len, H, 128}, Device::cuda);
@@ -153,20 +137,20 @@ bool bench_prefill(int q_len, long long kv, int H, bool fp8, int reps) {
   a.seq_lens = make_view(sl, DType::i32, {1}, Device::cuda);
   a.topk_indices = make_view(topk, DType::i32, {q_len, H, 16}, Device::cuda);
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
   std::vector<float> ms;
   for (int r = 0; r < reps + 2; ++r) {
-    CK(cudaEventRecord(e0));
+    CUDA_OK(cudaEventRecord(e0));
     Status st = indexer_prefill(a);
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", st.message().c_str());
       return false;
     }
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
+    CUDA_OK(cudaEventRecord(e1));
+    CUDA_OK(cudaEventSynchronize(e1));
     float t = 0;
-    CK(cudaEventElapsedTime(&t, e0, e1));
+    CUDA_OK(cudaEventElapsedTime(&t, e0, e1));
     if (r >= 2) ms.push_back(t);
   }
   cudaEventDestroy(e0);
@@ -185,31 +169,31 @@ bool bench_prefill(int q_len, long long kv, int H, bool fp8, int reps) {
 template <class Fn>
 bool time_graph(Fn fn, int calls, int reps, double* us_per_call) {
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int i = 0; i < 2; ++i)
     if (!fn(i, s)) return false;  // first calls outside capture (kernel attributes)
-  CK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaStreamSynchronize(s));
   cudaGraph_t g;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < calls; ++i)
     if (!fn(i, s)) {
       cudaStreamEndCapture(s, &g);
       return false;
     }
-  CK(cudaStreamEndCapture(s, &g));
+  CUDA_OK(cudaStreamEndCapture(s, &g));
   cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, g, 0));
+  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
   std::vector<float> ms;
   for (int r = 0; r < reps + 3; ++r) {
-    CK(cudaEventRecord(e0, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
+    CUDA_OK(cudaEventRecord(e0, s));
+    CUDA_OK(cudaGraphLaunch(ge, s));
+    CUDA_OK(cudaEventRecord(e1, s));
+    CUDA_OK(cudaEventSynchronize(e1));
     float t = 0;
-    CK(cudaEventElapsedTime(&t, e0, e1));
+    CUDA_OK(cudaEventElapsedTime(&t, e0, e1));
     if (r >= 3) ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
@@ -258,7 +242,7 @@ bool bench_decode(const tools::WorkloadCase& wc, const std::string& fmt, int H, 
   if (!fill_pages(k, pages, page_bytes, !bf16, 21)) return false;
   if (nvfp4 && !fill_pages(ks, pages, scale_bytes, true, 22)) return false;
   std::vector<unsigned char> qh = random_bytes(static_cast<std::size_t>(B) * Q * H * 128 * qes, !bf16, 23);
-  CK(cudaMemcpy(q, qh.data(), qh.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(q, qh.data(), qh.size(), cudaMemcpyHostToDevice));
   std::vector<std::int32_t> bth(static_cast<std::size_t>(sets) * B * width, 0), slh(B);
   long long next = 0;
   for (int st = 0; st < sets; ++st)
@@ -266,8 +250,8 @@ bool bench_decode(const tools::WorkloadCase& wc, const std::string& fmt, int H, 
       for (long long j = 0; j < (wc.seq_lens[b] + 127) / 128; ++j)
         bth[(static_cast<std::size_t>(st) * B + b) * width + j] = static_cast<std::int32_t>(next++);
   for (int b = 0; b < B; ++b) slh[b] = wc.seq_lens[b];
-  CK(cudaMemcpy(bt, bth.data(), bth.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(sl, slh.data(), slh.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(bt, bth.data(), bth.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(sl, slh.data(), slh.size() * 4, cudaMemcpyHostToDevice));
   IndexerDecodeArgs a;
   a.q = make_view(q, bf16 ? DType::bf16 : DType::e4m3, {B * Q, H, 128}, Device::cuda);
   a.index_k.format = nvfp4 ? KvFormat::nvfp4 : bf16 ? KvFormat::bf16 : KvFormat::fp8;
@@ -322,8 +306,8 @@ bool bench_topk(int rows, int width, bool equal, int calls, int reps) {
     for (auto& x : h) x = n(rng);
   }
   std::vector<std::int32_t> lh(rows, width);
-  CK(cudaMemcpy(sc, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(lp, lh.data(), lh.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(sc, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(lp, lh.data(), lh.size() * 4, cudaMemcpyHostToDevice));
   double us = 0;
   const bool ok = time_graph(
       [&](int, cudaStream_t s) {
