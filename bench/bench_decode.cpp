@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "flashmsa/flashmsa.h"
 #include "workloads.h"
 
@@ -27,27 +28,9 @@ using namespace flashmsa;
 
 namespace {
 
-constexpr double kCopyPeakTBs = 4.2;  // measured device copy on the H200 (read + write)
-constexpr std::int64_t kColdBytes = 3LL * 60 * 1024 * 1024;
-
-#define CUDA_OK(x)                                                                     \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, \
-                   __LINE__);                                                          \
-      return false;                                                                    \
-    }                                                                                  \
-  } while (0)
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+using bench::kColdBytes;
+using bench::kCopyPeakTBs;
+using bench::split;
 
 struct Row {
   std::string suite, name, format;

@@ -905,6 +905,50 @@ TEST(IndexerValidation, CudaDeviceRules) {
   }
 }
 
+TEST(IndexerValidation, DecodePlanCpu) {
+  // The plan on cpu is indexer_decode within a capacity; capacity and plan errors.
+  IndexerDecodePlan plan;
+  HostTensor q(DType::bf16, {4, 1, 128}), k(DType::bf16, {4, 128, 128}), bt(DType::i32, {2, 2}),
+      seq(DType::i32, {2}), topk(DType::i32, {4, 1, 16});
+  for (int i = 0; i < 4; ++i) bt.data<std::int32_t>()[i] = i;
+  seq.data<std::int32_t>()[0] = 200;
+  seq.data<std::int32_t>()[1] = 0;
+  IndexerDecodeArgs a;
+  a.q = q.view();
+  a.index_k.data = k.view();
+  a.block_table = bt.view();
+  a.seq_lens = seq.view();
+  a.queries_per_request = 2;
+  a.topk_indices = topk.view();
+  expect_invalid(plan.run(a), "plan");
+  IndexerDecodePlanArgs pa;
+  pa.device = Device::cpu;
+  pa.max_batch = 2;
+  pa.queries_per_request = 2;
+  pa.heads = 1;
+  pa.max_pages_per_request = 2;
+  pa.heads = 9;
+  expect_invalid(plan.plan(pa), "heads");
+  pa.heads = 1;
+  pa.queries_per_request = 17;
+  expect_invalid(plan.plan(pa), "queries_per_request");
+  pa.queries_per_request = 2;
+  ASSERT_TRUE(plan.plan(pa).ok());
+  Status st = plan.run(a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(topk.data<std::int32_t>()[0], 0);
+  EXPECT_EQ(topk.data<std::int32_t>()[1], 1);
+  EXPECT_EQ(topk.data<std::int32_t>()[2], -1);
+  EXPECT_EQ(topk.data<std::int32_t>()[3 * 16], -1);  // padding request
+  pa.max_pages_per_request = 1;
+  ASSERT_TRUE(plan.plan(pa).ok());
+  expect_invalid(plan.run(a), "block_table");
+  pa.max_pages_per_request = 2;
+  pa.max_batch = 1;
+  ASSERT_TRUE(plan.plan(pa).ok());
+  expect_invalid(plan.run(a), "seq_lens");
+}
+
 TEST(IndexerValidation, TopkSelectLocalPageBeyondScores) {
   std::vector<float> s(10, 0.0f);
   std::int32_t lp = 11;

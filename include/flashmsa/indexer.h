@@ -10,6 +10,9 @@
 // One selection per index head; index head h drives KV head h (num index heads = Hkv).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "flashmsa/cache.h"
 #include "flashmsa/status.h"
 #include "flashmsa/tensor.h"
@@ -37,8 +40,9 @@ struct IndexerPrefillArgs {
 /// the order q, index_k.data, index_k.block_scale, block_table, cu_seqlens_q, seq_lens,
 /// topk_indices, page_scores) decides, and a tensor on the other device is an
 /// InvalidArgument naming it. All on cpu: the CPU backend (synchronous). All on cuda:
-/// the SM90 kernels (src/cuda/sm90/indexer_kernels.h), asynchronous on `stream`, top-k
-/// identical and page scores bitwise equal to the CPU backend; Unsupported in a build
+/// the SM90 kernels (src/cuda/sm90/indexer_kernels.h), asynchronous on `stream`, tensor-core
+/// page scores within 2e-4 relative of the CPU backend (policy D8; bitwise deterministic)
+/// and the exact D1 selection on them; Unsupported in a build
 /// without CUDA kernels. On cuda the host never reads tensor contents, so only the
 /// dtype / rank / shape / stride / alignment checks apply; the metadata-content rules
 /// (cu_seqlens monotone from 0 to T, q_len <= seq_len, block-table width and entries,
@@ -73,14 +77,59 @@ struct IndexerDecodeArgs {
 /// 'queries_per_request' outside 1..16 and q rows != B*Q.
 Status indexer_decode(const IndexerDecodeArgs& args);
 
+/// Capacity of an IndexerDecodePlan.
+struct IndexerDecodePlanArgs {
+  std::int64_t max_batch = 0;             ///< requests per step (B <= max_batch at run)
+  int queries_per_request = 1;            ///< Q in 1..16 (run must use the same Q)
+  int heads = 1;                          ///< index heads 1..8 (run must match)
+  std::int64_t max_pages_per_request = 0; ///< block-table width capacity (run: width <= it)
+  Device device = Device::cuda;
+};
+
+/// Decode indexer plan: the device workspace (page scores f32 [B*Q, H, width]) is sized
+/// and allocated once by plan() from the capacity (never from sequence lengths), so run()
+/// - once per layer of a step - allocates nothing, syncs nothing and reads no metadata on
+/// the host: a CUDA graph of a step captured once replays with updated seq_lens / block
+/// tables / index q / caches in place. run() is indexer_decode with the plan's workspace
+/// (same arguments, checks and results); on cpu it is indexer_decode. One plan per stream:
+/// concurrent runs of one plan race on the workspace.
+class IndexerDecodePlan {
+ public:
+  IndexerDecodePlan() = default;
+  ~IndexerDecodePlan();
+  IndexerDecodePlan(const IndexerDecodePlan&) = delete;
+  IndexerDecodePlan& operator=(const IndexerDecodePlan&) = delete;
+  /// Validates the capacity and (cuda) allocates the workspace with cudaMalloc on the
+  /// current device; call it outside graph capture. Errors: InvalidArgument naming the
+  /// field (max_batch, queries_per_request, heads, max_pages_per_request) or the failed
+  /// allocation; Unsupported for cuda in a build without CUDA kernels.
+  Status plan(const IndexerDecodePlanArgs& args);
+  /// Runs one layer. Errors: those of indexer_decode; InvalidArgument when not planned or
+  /// when the arguments exceed the capacity (naming 'seq_lens', 'block_table', 'q',
+  /// 'queries_per_request') or are on another device than planned.
+  Status run(const IndexerDecodeArgs& args) const;
+  bool planned() const { return planned_; }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  bool planned_ = false;
+  IndexerDecodePlanArgs args_;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
+
 /// The selection rule alone (D1, D2), on given scores; used by the indexers and tests.
 ///   scores      f32 [R, W]: scores[r, b] for history pages b < local_page[r]
 ///   local_page  i32 [R]: L per row; L < 0 means an empty row (all -1); L <= W required
 ///               when L + 1 > K (the history must be present in `scores`)
 ///   topk        out i32 [R, K], K in 1..16
-/// Errors: InvalidArgument naming 'scores', 'local_page' or 'topk' (dtype, rank, rows,
-/// K range, history beyond W); Unsupported on cuda (no GPU kernel for this helper).
+///   stream      cuda only: the cudaStream_t (nullptr = default stream)
+/// Devices as indexer_prefill (first of scores, local_page, topk decides). On cuda the
+/// same top-k kernel as the indexers (asynchronous); local_page contents are not read on
+/// the host, columns b >= W of a row with L > W rank as NaN. Errors: InvalidArgument
+/// naming 'scores', 'local_page' or 'topk' (device, dtype, rank, rows, K range, on cpu
+/// history beyond W); Unsupported for cuda tensors in a build without CUDA kernels.
 Status topk_select(const TensorView& scores, const TensorView& local_page,
-                   const TensorView& topk);
+                   const TensorView& topk, void* stream = nullptr);
 
 }  // namespace flashmsa

@@ -26,16 +26,6 @@ inline std::int32_t at_i32(const TensorView& t, std::int64_t i) {
   return t.ptr<const std::int32_t>()[i * t.stride[0]];
 }
 
-// Any tensor on the GPU: this build has no CUDA indexer.
-Status check_cpu_only(const char* op, std::initializer_list<const TensorView*> tensors) {
-  for (const TensorView* t : tensors) {
-    if (t->defined() && t->device == Device::cuda)
-      return Status::Unsupported(op, "device cuda",
-                                 std::string("this build has no CUDA kernels for ") + op + " yet");
-  }
-  return Status::Ok();
-}
-
 // Device rule: the first defined tensor decides the device; a tensor on the other device
 // is an InvalidArgument naming it. *on_cuda tells which path runs.
 using NamedView = std::pair<const char*, const TensorView*>;
@@ -120,7 +110,8 @@ Status check_page_scores(const char* op, const TensorView& ps, std::int64_t rows
 Status run_cuda(const char* op, const TensorView& q, const IndexKCache& ik,
                 const TensorView& block_table, const TensorView* cu_seqlens_q,
                 const TensorView& seq_lens, int queries_per_request, const TensorView& topk,
-                const TensorView& page_scores, void* stream) {
+                const TensorView& page_scores, void* stream, void* workspace = nullptr,
+                std::size_t workspace_bytes = 0) {
   cuda::IndexerParams p;
   p.q = q.data;
   p.q_e4m3 = q.dtype == DType::e4m3;
@@ -160,7 +151,7 @@ Status run_cuda(const char* op, const TensorView& q, const IndexKCache& ik,
     for (int i = 0; i < 3; ++i) p.ps_stride[i] = page_scores.stride[i];
     p.ps_width = page_scores.shape[2];
   }
-  const int err = cuda::launch_indexer(p, stream);
+  const int err = cuda::launch_indexer(p, stream, workspace, workspace_bytes);
   if (err != 0)
     return Status::Internal(op, std::string("kernel launch failed: ") + cuda::indexer_error_string(err));
   return Status::Ok();
@@ -236,38 +227,57 @@ Status indexer_prefill(const IndexerPrefillArgs& a) {
   return Status::Ok();
 }
 
-Status indexer_decode(const IndexerDecodeArgs& a) {
-  const char* op = "indexer_decode";
-  bool on_cuda = false;
-  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+namespace {
+// The device rule of indexer_decode's tensors.
+Status resolve_decode_device(const char* op, const IndexerDecodeArgs& a, bool* on_cuda) {
+  return resolve_device(
       op, {{"q", &a.q}, {"index_k.data", &a.index_k.data},
            {"index_k.block_scale", &a.index_k.block_scale}, {"block_table", &a.block_table},
            {"seq_lens", &a.seq_lens}, {"topk_indices", &a.topk_indices},
            {"page_scores", &a.page_scores}},
-      &on_cuda));
+      on_cuda);
+}
+}  // namespace
+
+#ifdef FLASHMSA_WITH_CUDA
+namespace {
+// indexer_decode on cuda tensors: shape checks, then the kernels (workspace: the plan's,
+// or nullptr = stream-ordered allocation).
+Status indexer_decode_cuda(const char* op, const IndexerDecodeArgs& a, void* workspace,
+                           std::size_t workspace_bytes) {
+  FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
+  const std::int64_t Q = a.queries_per_request;
+  if (Q < 1 || Q > kMaxIndexerQueries)
+    return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16", to_string(Q));
+  std::int64_t num_pages = 0;
+  FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
+  FLASHMSA_RETURN_IF_ERROR(check_metadata_shapes(op, nullptr, a.seq_lens, a.block_table));
+  const std::int64_t B = a.seq_lens.shape[0];
+  if (a.q.shape[0] != B * Q)
+    return Status::InvalidArgument(
+        op, "q", "B * Q = " + to_string(B) + " * " + to_string(Q) + " = " + to_string(B * Q) +
+                     " rows (dim 0)",
+        a.q.describe());
+  FLASHMSA_RETURN_IF_ERROR(
+      check_topk_out(op, "topk_indices", a.topk_indices, a.q.shape[0], a.q.shape[1]));
+  FLASHMSA_RETURN_IF_ERROR(
+      check_page_scores(op, a.page_scores, a.q.shape[0], a.q.shape[1], -1));
+  return run_cuda(op, a.q, a.index_k, a.block_table, nullptr, a.seq_lens,
+                  static_cast<int>(Q), a.topk_indices, a.page_scores, a.stream, workspace,
+                  workspace_bytes);
+}
+}  // namespace
+#endif
+
+Status indexer_decode(const IndexerDecodeArgs& a) {
+  const char* op = "indexer_decode";
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_decode_device(op, a, &on_cuda));
   if (on_cuda) {
 #ifndef FLASHMSA_WITH_CUDA
     return cuda_unsupported(op);
 #else
-    FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
-    const std::int64_t Q = a.queries_per_request;
-    if (Q < 1 || Q > kMaxIndexerQueries)
-      return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16", to_string(Q));
-    std::int64_t num_pages = 0;
-    FLASHMSA_RETURN_IF_ERROR(detail::check_index_k_cache(op, a.index_k, &num_pages));
-    FLASHMSA_RETURN_IF_ERROR(check_metadata_shapes(op, nullptr, a.seq_lens, a.block_table));
-    const std::int64_t B = a.seq_lens.shape[0];
-    if (a.q.shape[0] != B * Q)
-      return Status::InvalidArgument(
-          op, "q", "B * Q = " + to_string(B) + " * " + to_string(Q) + " = " + to_string(B * Q) +
-                       " rows (dim 0)",
-          a.q.describe());
-    FLASHMSA_RETURN_IF_ERROR(
-        check_topk_out(op, "topk_indices", a.topk_indices, a.q.shape[0], a.q.shape[1]));
-    FLASHMSA_RETURN_IF_ERROR(
-        check_page_scores(op, a.page_scores, a.q.shape[0], a.q.shape[1], -1));
-    return run_cuda(op, a.q, a.index_k, a.block_table, nullptr, a.seq_lens,
-                    static_cast<int>(Q), a.topk_indices, a.page_scores, a.stream);
+    return indexer_decode_cuda(op, a, nullptr, 0);
 #endif
   }
   FLASHMSA_RETURN_IF_ERROR(check_index_q(op, a.q));
@@ -309,10 +319,86 @@ Status indexer_decode(const IndexerDecodeArgs& a) {
   return Status::Ok();
 }
 
+IndexerDecodePlan::~IndexerDecodePlan() {
+#ifdef FLASHMSA_WITH_CUDA
+  if (workspace_ != nullptr) cuda::indexer_device_free(workspace_);
+#endif
+}
+
+Status IndexerDecodePlan::plan(const IndexerDecodePlanArgs& c) {
+  const char* op = "IndexerDecodePlan::plan";
+  if (c.max_batch < 1)
+    return Status::InvalidArgument(op, "max_batch", "a value >= 1", to_string(c.max_batch));
+  if (c.queries_per_request < 1 || c.queries_per_request > kMaxIndexerQueries)
+    return Status::InvalidArgument(op, "queries_per_request", "a value in 1..16",
+                                   to_string(c.queries_per_request));
+  if (c.heads < 1 || c.heads > kMaxKvHeads)
+    return Status::InvalidArgument(op, "heads", "index heads in 1..8 (D10)", to_string(c.heads));
+  if (c.max_pages_per_request < 1)
+    return Status::InvalidArgument(op, "max_pages_per_request", "a value >= 1",
+                                   to_string(c.max_pages_per_request));
+  planned_ = false;
+  if (c.device == Device::cuda) {
+#ifndef FLASHMSA_WITH_CUDA
+    return cuda_unsupported(op);
+#else
+    const std::size_t bytes = cuda::indexer_workspace_bytes(
+        c.max_batch * c.queries_per_request, c.heads, c.max_pages_per_request,
+        static_cast<int>(c.max_batch), false);
+    if (bytes > workspace_bytes_ || workspace_ == nullptr) {
+      if (workspace_ != nullptr) cuda::indexer_device_free(workspace_);
+      workspace_ = nullptr;
+      workspace_bytes_ = 0;
+      if (int err = cuda::indexer_device_malloc(&workspace_, bytes))
+        return Status::InvalidArgument(op, "max_pages_per_request",
+                                       "a workspace that fits on the device (" + to_string(static_cast<std::int64_t>(bytes)) + " bytes)",
+                                       std::string("cudaMalloc: ") + cuda::indexer_error_string(err));
+      workspace_bytes_ = bytes;
+    }
+#endif
+  }
+  args_ = c;
+  planned_ = true;
+  return Status::Ok();
+}
+
+Status IndexerDecodePlan::run(const IndexerDecodeArgs& a) const {
+  const char* op = "IndexerDecodePlan::run";
+  if (!planned_) return Status::InvalidArgument(op, "plan", "a planned IndexerDecodePlan", "not planned");
+  if (!a.q.defined() || !a.seq_lens.defined() || !a.block_table.defined())
+    return indexer_decode(a);  // its errors name the missing tensor
+  if (a.q.device != args_.device)
+    return Status::InvalidArgument(op, "q", std::string("device ") + (args_.device == Device::cuda ? "cuda" : "cpu") + " (planned)",
+                                   a.q.describe());
+  if (a.queries_per_request != args_.queries_per_request)
+    return Status::InvalidArgument(op, "queries_per_request", "the planned " + to_string(args_.queries_per_request),
+                                   to_string(a.queries_per_request));
+  if (a.seq_lens.rank != 1 || a.seq_lens.shape[0] > args_.max_batch)
+    return Status::InvalidArgument(op, "seq_lens", "[B] with B <= max_batch = " + to_string(args_.max_batch),
+                                   a.seq_lens.describe());
+  if (a.block_table.rank != 2 || a.block_table.shape[1] > args_.max_pages_per_request)
+    return Status::InvalidArgument(op, "block_table",
+                                   "width <= max_pages_per_request = " + to_string(args_.max_pages_per_request),
+                                   a.block_table.describe());
+  if (a.q.rank != 3 || a.q.shape[1] != args_.heads)
+    return Status::InvalidArgument(op, "q", "the planned " + to_string(args_.heads) + " index heads (dim 1)",
+                                   a.q.describe());
+  if (args_.device != Device::cuda) return indexer_decode(a);
+#ifndef FLASHMSA_WITH_CUDA
+  return cuda_unsupported(op);
+#else
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_decode_device(op, a, &on_cuda));
+  return indexer_decode_cuda(op, a, workspace_, workspace_bytes_);
+#endif
+}
+
 Status topk_select(const TensorView& scores, const TensorView& local_page,
-                   const TensorView& topk) {
+                   const TensorView& topk, void* stream) {
   const char* op = "topk_select";
-  FLASHMSA_RETURN_IF_ERROR(check_cpu_only(op, {&scores, &local_page, &topk}));
+  bool on_cuda = false;
+  FLASHMSA_RETURN_IF_ERROR(resolve_device(
+      op, {{"scores", &scores}, {"local_page", &local_page}, {"topk", &topk}}, &on_cuda));
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "local_page", local_page));
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "local_page", local_page, {DType::i32}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_rank(op, "local_page", local_page, 1));
@@ -328,6 +414,29 @@ Status topk_select(const TensorView& scores, const TensorView& local_page,
   if (topk.shape[1] < 1 || topk.shape[1] > kMaxTopk)
     return Status::InvalidArgument(op, "topk", "K (dim 1) in 1..16", topk.describe());
   FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "topk", topk));
+  if (on_cuda) {
+#ifndef FLASHMSA_WITH_CUDA
+    return cuda_unsupported(op);
+#else
+    // local_page contents stay on the device: history columns >= W rank as NaN.
+    cuda::TopkSelectParams p;
+    p.scores = scores.ptr<const float>();
+    p.s_stride[0] = scores.stride[0];
+    p.s_stride[1] = scores.stride[1];
+    p.width = scores.shape[1];
+    p.local_page = local_page.ptr<const std::int32_t>();
+    p.lp_stride = local_page.stride[0];
+    p.topk = topk.ptr<std::int32_t>();
+    p.topk_stride[0] = topk.stride[0];
+    p.topk_stride[1] = topk.stride[1];
+    p.k = static_cast<int>(topk.shape[1]);
+    p.rows = R;
+    const int err = cuda::launch_topk_select(p, stream);
+    if (err != 0)
+      return Status::Internal(op, std::string("kernel launch failed: ") + cuda::indexer_error_string(err));
+    return Status::Ok();
+#endif
+  }
   const int K = static_cast<int>(topk.shape[1]);
   const std::int64_t W = scores.shape[1];
   for (std::int64_t r = 0; r < R; ++r) {

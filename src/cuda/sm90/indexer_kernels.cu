@@ -4,35 +4,407 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 
-#include "cuda/sm90/quant_device.cuh"
+#include "cuda/sm90/gmma.cuh"
 
 namespace flashmsa::cuda {
 namespace {
 
-constexpr int kD = 128;
-constexpr int kT = 128;
-constexpr int kThreads = 128;
-constexpr int kSelectThreads = 128;
-constexpr std::size_t kScoreSmem = (kD * kT + kD + kT) * sizeof(float);
+namespace g = sm90::gmma;
 
-using namespace quant;  // E4M3 / E2M1 conversions shared with the cache kernels
+constexpr int kPage = 128;         // tokens per page = N of one wgmma tile
+constexpr int kThreads = 256;      // two warpgroups, 64 score rows each
+constexpr int kTileRows = 128;     // score rows (query row x head) per CTA
+constexpr int kMapThreads = 1024;  // tile-map kernel
+constexpr int kTopkKeys = 8;       // candidates per thread in the top-k kernel
+constexpr int kMaxCandidates = 8192;  // D10: at most 8,192 history pages per row
 
-// nvfp4 element: E4M3_sat(e2m1 * scale) as float (nvfp4_to_e4m3, then e4m3_to_float).
-__device__ __forceinline__ float nvfp4_value(unsigned code, float scale) {
-  return e4m3_to_f32(f32_to_e4m3_sat(__fmul_rn(e2m1_to_f32(code), scale)));
+// How a page tile reaches shared memory.
+enum Loader : int {
+  kCopy = 0,          // cp.async of the cache bytes (E4M3 K for the FP8 path, BF16 K for BF16)
+  kE4m3ToBf16 = 1,    // E4M3 K widened to BF16 (exact), BF16 path
+  kNvfp4ToE4m3 = 2,   // NVFP4 K dequantised to E4M3_sat(e2m1 x scale), FP8 path
+  kNvfp4ToBf16 = 3,   // the same E4M3 values widened to BF16 (exact), BF16 path
+};
+
+template <bool kFp8>
+struct Cfg {
+  static constexpr int kRowBytes = kFp8 ? 128 : 256;       // one token / one score row
+  static constexpr int kStages = kFp8 ? 4 : 2;
+  static constexpr int kATile = kTileRows * kRowBytes;       // 16 / 32 KB
+  static constexpr int kBTile = kPage * kRowBytes;           // 16 / 32 KB
+  static constexpr int kSmem = kATile + kStages * kBTile + 1024;  // + 1024 B alignment slack
+};
+
+__device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(g::smem_addr(smem)), "l"(gmem)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-__device__ __forceinline__ float load_q(const IndexerParams& p, long long row, int h, int d) {
-  const long long off = row * p.q_stride[0] + h * p.q_stride[1] + d;
-  if (p.q_e4m3) return e4m3_to_f32(static_cast<const unsigned char*>(p.q)[off]);
-  return __uint_as_float(static_cast<unsigned>(static_cast<const unsigned short*>(p.q)[off]) << 16);
+// Two E4M3 bytes (low byte first) to a bf16x2 register, exact (NaN stays NaN).
+__device__ __forceinline__ std::uint32_t e4m3x2_to_bf16x2(std::uint32_t two) {
+  const std::uint32_t h = g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(two & 0xffffu));
+  float lo, hi;
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
+      : "=f"(lo), "=f"(hi)
+      : "r"(h));
+  return g::pack_bf16x2(lo, hi);
 }
 
-// Request and position of query row `row` (D4). Returns false for rows outside every
-// request (prefill) - they are left untouched.
-__device__ __forceinline__ bool locate(const IndexerParams& p, long long row, int* req,
-                                       long long* pos) {
+// Four E4M3 bytes to two bf16x2 registers.
+__device__ __forceinline__ void e4m3x4_to_bf16(std::uint32_t w, std::uint32_t* out) {
+  out[0] = e4m3x2_to_bf16x2(w & 0xffffu);
+  out[1] = e4m3x2_to_bf16x2(w >> 16);
+}
+
+// E4M3 byte value to float (exact), via the hardware f16 conversion.
+__device__ __forceinline__ float e4m3_to_f32(std::uint32_t b) {
+  const std::uint32_t h = g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(b & 0xffu));
+  float lo;
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.f32.f16 %0, l;\n}\n" : "=f"(lo) : "r"(h));
+  return lo;
+}
+
+// E4M3 bytes of E4M3_sat(e2m1 x s) for the eight e2m1 magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6
+// (spec 5.2, D7: the NVFP4 -> E4M3 dequantisation of the CPU backend). Negative codes
+// are the same bytes with the sign bit flipped (saturating RNE is symmetric; the block
+// scale itself may be negative).
+__device__ __forceinline__ void nvfp4_table(float s, std::uint32_t* lo, std::uint32_t* hi) {
+  *lo = g::pack_e4m3x4(0.0f * s, 0.5f * s, s, 1.5f * s);
+  *hi = g::pack_e4m3x4(2.0f * s, 3.0f * s, 4.0f * s, 6.0f * s);
+}
+
+// Four e2m1 codes (nibbles of `c`, element 0 lowest) to four E4M3 bytes.
+__device__ __forceinline__ std::uint32_t nvfp4x4(std::uint32_t c, std::uint32_t tlo, std::uint32_t thi) {
+  const std::uint32_t mag = __byte_perm(tlo, thi, c & 0x7777u);
+  const std::uint32_t sign = ((c & 0x8u) << 4) | ((c & 0x80u) << 8) | ((c & 0x800u) << 12) |
+                             ((c & 0x8000u) << 16);
+  return mag ^ sign;
+}
+
+// One CTA tile: consecutive query rows of one request.
+struct Tile {
+  int req;
+  long long row0;       // first query row
+  int nrows;            // query rows in the tile
+  long long first_pos;  // position of row0 (D4)
+};
+
+// Tile `t` of the launch. Decode: tile = request (Q rows). Prefill: the tile map entry.
+__device__ __forceinline__ bool tile_of(const IndexerParams& p, const int2* map, long long t, int R,
+                                        Tile* out) {
+  long long start, end;
+  int req;
+  long long row0;
+  if (p.cu_seqlens == nullptr) {
+    if (t >= p.batch) return false;
+    req = static_cast<int>(t);
+    start = t * p.queries_per_request;
+    end = start + p.queries_per_request;
+    row0 = start;
+  } else {
+    const int2 e = map[t];
+    if (e.x < 0) return false;
+    req = e.x;
+    row0 = e.y;
+    start = p.cu_seqlens[req * p.cu_stride];
+    end = p.cu_seqlens[(req + 1) * p.cu_stride];
+  }
+  long long last = end < p.num_rows ? end : p.num_rows;
+  if (last > row0 + R) last = row0 + R;
+  if (row0 < 0 || last <= row0) return false;
+  out->req = req;
+  out->row0 = row0;
+  out->nrows = static_cast<int>(last - row0);
+  out->first_pos = static_cast<long long>(p.seq_lens[req * p.seq_stride]) - (end - start) + (row0 - start);
+  return true;
+}
+
+// Prefill tile map: tiles of up to R consecutive rows, never spanning two requests, in
+// request order; entries beyond the last tile are {-1, 0}. One CTA of 1024 threads:
+// per 1024 requests a block scan of their tile counts, then all threads write the
+// chunk's entries (a binary search of the scan per entry).
+__global__ void __launch_bounds__(kMapThreads) tile_map_kernel(IndexerParams p, int2* map,
+                                                                long long max_tiles, int R) {
+  __shared__ long long warp_sum[kMapThreads / 32];
+  __shared__ long long pre[kMapThreads + 1];  // exclusive tile offsets inside the chunk
+  __shared__ int first_row[kMapThreads];
+  __shared__ long long base_s;
+  const int tid = threadIdx.x, lane = tid % 32, w = tid / 32;
+  if (tid == 0) base_s = 0;
+  __syncthreads();
+  for (int r0 = 0; r0 < p.batch; r0 += kMapThreads) {
+    const int r = r0 + tid;
+    long long n = 0, start = 0;
+    if (r < p.batch) {
+      start = p.cu_seqlens[r * p.cu_stride];
+      long long end = p.cu_seqlens[(r + 1) * p.cu_stride];
+      if (start < 0) start = 0;
+      if (end > p.num_rows) end = p.num_rows;
+      n = end > start ? (end - start + R - 1) / R : 0;
+    }
+    long long x = n;  // inclusive warp scan
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const long long y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    if (lane == 31) warp_sum[w] = x;
+    __syncthreads();
+    long long before = 0;
+    for (int i = 0; i < w; ++i) before += warp_sum[i];
+    before += x - n;
+    pre[tid] = before;
+    first_row[tid] = static_cast<int>(start);
+    if (tid == kMapThreads - 1) pre[kMapThreads] = before + n;
+    __syncthreads();
+    const long long total = pre[kMapThreads];
+    const long long base = base_s;
+    for (long long j = tid; j < total && base + j < max_tiles; j += kMapThreads) {
+      int lo = 0, hi = kMapThreads - 1;  // last i with pre[i] <= j (its count is > 0)
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (pre[mid] <= j) lo = mid;
+        else hi = mid - 1;
+      }
+      map[base + j] = make_int2(r0 + lo, static_cast<int>(first_row[lo] + (j - pre[lo]) * R));
+    }
+    __syncthreads();
+    if (tid == 0) base_s = base + total;
+    __syncthreads();
+  }
+  for (long long i = base_s + tid; i < max_tiles; i += kMapThreads) map[i] = make_int2(-1, 0);
+}
+
+// Registers holding one thread's share of a page between its global load and its
+// conversion into shared memory (converting loaders only).
+struct Raw {
+  uint4 d[4];
+  std::uint32_t s;
+};
+
+// Page scores: grid (tile, page chunk). Every page of the chunk below the tile's largest
+// local page is one 128 x 128 (x 128 dims) wgmma tile per warpgroup; the epilogue takes
+// each score row's max over the 128 tokens (fmaxf: NaN tokens ignored, NaN only when
+// every token is NaN, as the CPU backend) and stores it for the rows whose local page
+// is beyond the page. ws[(row * H + h) * ws_ld + b].
+template <bool kFp8, int kLoad>
+__global__ void __launch_bounds__(kThreads, 2)
+    score_kernel(IndexerParams p, const int2* map, float* ws, long long ws_ld, int R, int chunk) {
+  using C = Cfg<kFp8>;
+  constexpr int S = C::kStages;
+  constexpr int kRowChunks = C::kRowBytes / 16;
+  extern __shared__ std::uint8_t smem_raw[];
+  std::uint8_t* smem = reinterpret_cast<std::uint8_t*>(
+      (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
+  std::uint8_t* sa = smem;
+  std::uint8_t* sb = smem + C::kATile;
+
+  Tile t;
+  if (!tile_of(p, map, blockIdx.x, R, &t)) return;
+  const int H = p.heads;
+  const int srows = t.nrows * H;
+  const long long last_pos = t.first_pos + t.nrows - 1;
+  if (last_pos < kPage) return;  // no row has a history page
+  const long long lmax = last_pos / kPage;
+  const long long b_begin = static_cast<long long>(blockIdx.y) * chunk;
+  long long b_end = b_begin + chunk;
+  if (b_end > lmax) b_end = lmax;
+  if (b_end > p.bt_width) b_end = p.bt_width;
+  if (b_begin >= b_end) return;
+  const int n = static_cast<int>(b_end - b_begin);
+  const int tid = threadIdx.x;
+  const std::int32_t* bt_row = p.block_table + static_cast<long long>(t.req) * p.bt_stride[0];
+
+  auto phys_of = [&](int i) -> long long { return bt_row[(b_begin + i) * p.bt_stride[1]]; };
+  auto valid = [&](long long phys) { return phys >= 0 && phys < p.num_pages; };
+
+  // Loader, part 1: cp.async (kCopy) or global loads into registers.
+  auto load = [&](int i, int st, Raw& raw) {
+    const long long phys = phys_of(i);
+    if (!valid(phys)) return;
+    const std::uint8_t* src = p.k_data + phys * p.k_stride[0];
+    if constexpr (kLoad == kCopy) {
+      std::uint8_t* dst = sb + st * C::kBTile;
+#pragma unroll
+      for (int k = 0; k < kPage * kRowChunks / kThreads; ++k) {
+        const int c = tid + k * kThreads;
+        const int tok = c / kRowChunks, ch = c % kRowChunks;
+        cp_async16(dst + g::sw128_offset(tok, ch * 16, kPage), src + tok * p.k_stride[1] + ch * 16);
+      }
+    } else if constexpr (kLoad == kE4m3ToBf16) {
+      const int tok = tid / 2, half = tid % 2;
+      const uint4* s = reinterpret_cast<const uint4*>(src + tok * p.k_stride[1] + half * 64);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) raw.d[k] = s[k];
+    } else {
+      const int tok = tid / 2, half = tid % 2;
+      const uint4* s = reinterpret_cast<const uint4*>(src + tok * p.k_stride[1] + half * 32);
+      raw.d[0] = s[0];
+      raw.d[1] = s[1];
+      const std::uint8_t* sc = p.k_scale + phys * p.ks_stride[0] + tok * p.ks_stride[1] + half * 4;
+      raw.s = static_cast<std::uint32_t>(sc[0]) | (static_cast<std::uint32_t>(sc[1]) << 8) |
+              (static_cast<std::uint32_t>(sc[2]) << 16) | (static_cast<std::uint32_t>(sc[3]) << 24);
+    }
+  };
+  // Loader, part 2 (converting loaders): registers -> converted SW128 tile.
+  auto store = [&](int i, int st, const Raw& raw) {
+    if constexpr (kLoad != kCopy) {
+      if (!valid(phys_of(i))) return;
+      std::uint8_t* dst = sb + st * C::kBTile;
+      const int tok = tid / 2, half = tid % 2;
+      if constexpr (kLoad == kE4m3ToBf16) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // 16 e4m3 -> 32 bytes of bf16
+          uint4 o0, o1;
+          e4m3x4_to_bf16(raw.d[k].x, &o0.x);
+          e4m3x4_to_bf16(raw.d[k].y, &o0.z);
+          e4m3x4_to_bf16(raw.d[k].z, &o1.x);
+          e4m3x4_to_bf16(raw.d[k].w, &o1.z);
+          const int b0 = half * 128 + k * 32;
+          *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, b0, kPage)) = o0;
+          *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, b0 + 16, kPage)) = o1;
+        }
+      } else {
+        const std::uint32_t words[8] = {raw.d[0].x, raw.d[0].y, raw.d[0].z, raw.d[0].w,
+                                        raw.d[1].x, raw.d[1].y, raw.d[1].z, raw.d[1].w};
+#pragma unroll
+        for (int blk = 0; blk < 4; ++blk) {  // 16 codes (8 bytes) per e4m3 block scale
+          std::uint32_t tlo, thi;
+          nvfp4_table(e4m3_to_f32((raw.s >> (8 * blk)) & 0xffu), &tlo, &thi);
+          const std::uint32_t w0 = words[2 * blk], w1 = words[2 * blk + 1];
+          uint4 e;  // 16 E4M3 values = dims 16 * (4 half + blk) ..
+          e.x = nvfp4x4(w0 & 0xffffu, tlo, thi);
+          e.y = nvfp4x4(w0 >> 16, tlo, thi);
+          e.z = nvfp4x4(w1 & 0xffffu, tlo, thi);
+          e.w = nvfp4x4(w1 >> 16, tlo, thi);
+          const int dim0 = 16 * (4 * half + blk);
+          if constexpr (kLoad == kNvfp4ToE4m3) {
+            *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, dim0, kPage)) = e;
+          } else {
+            uint4 o0, o1;
+            e4m3x4_to_bf16(e.x, &o0.x);
+            e4m3x4_to_bf16(e.y, &o0.z);
+            e4m3x4_to_bf16(e.z, &o1.x);
+            e4m3x4_to_bf16(e.w, &o1.z);
+            *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, 2 * dim0, kPage)) = o0;
+            *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, 2 * dim0 + 16, kPage)) = o1;
+          }
+        }
+      }
+    }
+  };
+
+  const int wg = tid / 128;
+  const bool wg_active = wg * 64 < srows;
+  const int w = (tid % 128) / 32, l = tid % 32;
+  const std::uint32_t a_base = g::smem_addr(sa + wg * 64 * C::kRowBytes);
+  const std::uint32_t b_base = g::smem_addr(sb);
+  const float kscale = p.k_format == 2 ? p.k_global : 1.0f;
+
+  // Prologue: pages 0 .. S-2.
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < n) {
+      Raw raw;
+      load(i, i, raw);
+      store(i, i, raw);
+    }
+    cp_async_commit();
+  }
+
+  // A: the tile's index q rows, zero rows beyond srows (after the prologue's page loads
+  // are in flight; made visible to wgmma by the first iteration's fence and barrier).
+  for (int i = tid; i < kTileRows * kRowChunks; i += kThreads) {
+    const int sr = i / kRowChunks, c = i % kRowChunks;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (sr < srows) {
+      const long long row = t.row0 + sr / H;
+      const int h = sr % H;
+      const long long off = row * p.q_stride[0] + h * p.q_stride[1];
+      if (kFp8) {
+        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + off + c * 16);
+      } else if (!p.q_e4m3) {
+        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + 2 * off + c * 16);
+      } else {
+        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(p.q) + off + c * 8);
+        e4m3x4_to_bf16(raw.x, &v.x);
+        e4m3x4_to_bf16(raw.y, &v.z);
+      }
+    }
+    *reinterpret_cast<uint4*>(sa + (sr / 64) * 64 * C::kRowBytes + g::sw128_offset(sr % 64, c * 16, 64)) = v;
+  }
+
+  for (int i = 0; i < n; ++i) {
+    cp_async_wait<S - 2>();
+    fence_proxy_async();
+    __syncthreads();  // page i landed everywhere; page i - 1's stage is free
+    const int nxt = i + S - 1;
+    Raw raw;
+    if (nxt < n) load(nxt, nxt % S, raw);
+    cp_async_commit();
+    const long long b = b_begin + i;
+    if (wg_active) {
+      const std::uint32_t bs = b_base + (i % S) * C::kBTile;
+      float acc[64];
+      g::fence_operands(acc);
+      g::fence();
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_k_sw128(a_base + s * 32), g::desc_k_sw128(bs + s * 32), acc, s > 0);
+      } else {
+#pragma unroll
+        for (int s = 0; s < 8; ++s)
+          g::bf16_ss(g::desc_k_sw128(a_base + (s / 4) * 64 * 128 + (s % 4) * 32),
+                     g::desc_k_sw128(bs + (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
+      }
+      g::commit();
+      g::wait<0>();
+      g::fence_operands(acc);
+      // Rows 16w + l/4 (m0) and + 8 (m1) of this warpgroup; columns spread over the quad.
+      float m0 = acc[0], m1 = acc[2];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        m0 = fmaxf(m0, fmaxf(acc[4 * j], acc[4 * j + 1]));
+        m1 = fmaxf(m1, fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
+      }
+      m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
+      m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
+      m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
+      m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+      if ((l & 3) == 0) {
+        const bool ok = valid(phys_of(i));
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int sr = wg * 64 + 16 * w + l / 4 + 8 * half;
+          if (sr >= srows) continue;
+          const int qr = sr / H, h = sr % H;
+          const long long pos = t.first_pos + qr;
+          if (pos < 0 || b >= pos / kPage) continue;
+          const float m = half == 0 ? m0 : m1;
+          ws[((t.row0 + qr) * H + h) * ws_ld + b] = ok ? m * kscale : nan_f();
+        }
+      }
+    }
+    if constexpr (kLoad != kCopy) {
+      if (nxt < n) store(nxt, nxt % S, raw);
+    }
+  }
+}
+
+// Request and position of query row `row` (D4); false for rows outside every request.
+__device__ __forceinline__ bool locate(const IndexerParams& p, long long row, int* req, long long* pos) {
   if (p.batch <= 0) return false;
   long long start, q_len;
   int r;
@@ -54,178 +426,263 @@ __device__ __forceinline__ bool locate(const IndexerParams& p, long long row, in
     if (row < start || row >= end) return false;
     q_len = end - start;
   }
-  const long long seq_len = p.seq_lens[r * p.seq_stride];
   *req = r;
-  *pos = seq_len - q_len + (row - start);
+  *pos = static_cast<long long>(p.seq_lens[r * p.seq_stride]) - q_len + (row - start);
   return true;
 }
 
-__device__ __forceinline__ long long local_page(long long pos) { return pos < 0 ? -1 : pos / kT; }
+// Order-preserving key of a page score: larger score = larger key; NaN = 1 (below every
+// number, D2); -0 and +0 equal; 0 is reserved for padding.
+__device__ __forceinline__ std::uint32_t score_key(float f) {
+  if (isnan(f)) return 1u;
+  if (f == 0.0f) return 0x80000000u;  // -0 ties with +0
+  const std::uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
 
-// Decodes logical page `phys` to kt[d * 128 + t] (thread t decodes token t).
-__device__ __forceinline__ void decode_page(const IndexerParams& p, long long phys, float* kt) {
-  const int t = threadIdx.x;
-  const unsigned char* row = p.k_data + phys * p.k_stride[0] + t * p.k_stride[1];
-  if (p.k_format == 0) {
-    const unsigned short* src = reinterpret_cast<const unsigned short*>(row);
-    for (int d = 0; d < kD; ++d) kt[d * kT + t] = __uint_as_float(static_cast<unsigned>(src[d]) << 16);
-  } else if (p.k_format == 1) {
-    for (int d = 0; d < kD; ++d) kt[d * kT + t] = e4m3_to_f32(row[d]);
+// Top-k of one row (D1, D2), run by the whole CTA: candidates s[b * cs], b < min(L, W,
+// 8192); thread t holds candidates 8t .. 8t+7 in registers. The (K-1)-th largest key is
+// found by a 2-bit-per-round radix search over the 32-bit key (16 rounds of block-wide
+// counts, the same work for any data: ties cost nothing extra); ties at the threshold
+// are resolved by page id with a block prefix count, and the at most 15 winners are
+// ordered by (score desc, id asc). History pages b >= W (not scored) count as NaN.
+// Writes out[j * os] for j < K.
+__device__ __forceinline__ void select_row(const float* s, long long cs, long long W, long long L, int K,
+                                           std::int32_t* out, long long os) {
+  __shared__ uint2 red[2][32];
+  __shared__ uint2 scan[32];
+  __shared__ std::uint32_t sel_key[16];
+  __shared__ int sel_id[16];
+  __shared__ int sel_n;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, nwarps = blockDim.x / 32;
+  if (L < 0 || L + 1 <= K) {
+    for (int j = tid; j < K; j += blockDim.x) out[j * os] = (L >= 0 && j <= L) ? j : -1;
+    return;
+  }
+  long long nl = L < W ? L : W;
+  if (nl > static_cast<long long>(blockDim.x) * kTopkKeys) nl = static_cast<long long>(blockDim.x) * kTopkKeys;
+  const int n = static_cast<int>(nl);
+  const int need = K - 1;
+  const int take = need < n ? need : n;
+  std::uint32_t key[kTopkKeys];
+  const int base = tid * kTopkKeys;
+  if (cs == 1 && base + kTopkKeys <= n && (reinterpret_cast<std::uintptr_t>(s + base) & 15) == 0) {
+    const float4 x = *reinterpret_cast<const float4*>(s + base);
+    const float4 y = *reinterpret_cast<const float4*>(s + base + 4);
+    key[0] = score_key(x.x); key[1] = score_key(x.y); key[2] = score_key(x.z); key[3] = score_key(x.w);
+    key[4] = score_key(y.x); key[5] = score_key(y.y); key[6] = score_key(y.z); key[7] = score_key(y.w);
   } else {
-    const unsigned char* sc = p.k_scale + phys * p.ks_stride[0] + t * p.ks_stride[1];
-    for (int g = 0; g < 8; ++g) {
-      const float s = e4m3_to_f32(sc[g]);
-      for (int i = 0; i < 8; ++i) {
-        const unsigned byte = row[g * 8 + i];
-        kt[(g * 16 + 2 * i) * kT + t] = nvfp4_value(byte & 0xfu, s);
-        kt[(g * 16 + 2 * i + 1) * kT + t] = nvfp4_value(byte >> 4, s);
+#pragma unroll
+    for (int i = 0; i < kTopkKeys; ++i) key[i] = base + i < n ? score_key(s[(base + i) * cs]) : 0u;
+  }
+  if (tid == 0) sel_n = 0;
+  std::uint32_t T = 0;
+  for (int shift = 30, round = 0; shift >= 0; shift -= 2, ++round) {
+    const std::uint32_t c1 = T | (1u << shift), c2 = T | (2u << shift), c3 = T | (3u << shift);
+    std::uint32_t n12 = 0, n3 = 0;
+#pragma unroll
+    for (int i = 0; i < kTopkKeys; ++i) {
+      n12 += (key[i] >= c1 ? 1u : 0u) + (key[i] >= c2 ? 0x10000u : 0u);
+      n3 += key[i] >= c3 ? 1u : 0u;
+    }
+    n12 = __reduce_add_sync(0xffffffffu, n12);
+    n3 = __reduce_add_sync(0xffffffffu, n3);
+    if (lane == 0) red[round & 1][warp] = make_uint2(n12, n3);
+    __syncthreads();
+    // Lane i of every warp fetches warp i's partials; a warp reduction sums them.
+    const uint2 r2 = lane < nwarps ? red[round & 1][lane] : make_uint2(0u, 0u);
+    const std::uint32_t a = __reduce_add_sync(0xffffffffu, r2.x);
+    const std::uint32_t b3 = __reduce_add_sync(0xffffffffu, r2.y);
+    const int N1 = static_cast<int>(a & 0xffffu), N2 = static_cast<int>(a >> 16), N3 = static_cast<int>(b3);
+    T = N3 >= take ? c3 : N2 >= take ? c2 : N1 >= take ? c1 : T;
+  }
+  // Keys above T all win; keys equal to T win in page-id order until `take` are chosen.
+  std::uint32_t gt = 0, eq = 0;
+#pragma unroll
+  for (int i = 0; i < kTopkKeys; ++i) {
+    gt += key[i] > T ? 1u : 0u;
+    eq += key[i] == T ? 1u : 0u;
+  }
+  std::uint32_t eq_incl = eq;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const std::uint32_t y = __shfl_up_sync(0xffffffffu, eq_incl, o);
+    if (lane >= o) eq_incl += y;
+  }
+  const std::uint32_t gt_w = __reduce_add_sync(0xffffffffu, gt);
+  if (lane == 31) scan[warp] = make_uint2(eq_incl, gt_w);
+  __syncthreads();
+  const uint2 sc2 = lane < nwarps ? scan[lane] : make_uint2(0u, 0u);
+  std::uint32_t eq_before = eq_incl - eq + __reduce_add_sync(0xffffffffu, lane < warp ? sc2.x : 0u);
+  const std::uint32_t GT = __reduce_add_sync(0xffffffffu, sc2.y);
+  const std::uint32_t need_eq = static_cast<std::uint32_t>(take) - GT;
+#pragma unroll
+  for (int i = 0; i < kTopkKeys; ++i) {
+    bool win = key[i] > T;
+    if (key[i] == T) {
+      win = eq_before < need_eq;
+      ++eq_before;
+    }
+    if (win && base + i < n) {
+      const int slot = atomicAdd(&sel_n, 1);
+      if (slot < 16) {
+        sel_key[slot] = key[i];
+        sel_id[slot] = base + i;
       }
     }
   }
-}
-
-// Pass 1: grid (page b, block of rows). ws[(row * H + h) * W + b] for b < min(L, W).
-__global__ void __launch_bounds__(kThreads) page_score_kernel(IndexerParams p, float* ws,
-                                                               int rows_per_cta) {
-  extern __shared__ float smem[];
-  float* kt = smem;
-  float* qf = kt + kD * kT;
-  float* dots = qf + kD;
-  const long long b = blockIdx.x;
-  const long long W = p.bt_width;
-  const long long row0 = static_cast<long long>(blockIdx.y) * rows_per_cta;
-  const int t = threadIdx.x;
-  long long cur_phys = -1;
-  for (long long row = row0; row < row0 + rows_per_cta && row < p.num_rows; ++row) {
-    int r;
-    long long pos;
-    if (!locate(p, row, &r, &pos)) continue;
-    if (b >= local_page(pos)) continue;  // not a history page of this row
-    const long long phys = p.block_table[r * p.bt_stride[0] + b * p.bt_stride[1]];
-    float* out = ws + row * p.heads * W + b;
-    if (phys < 0 || phys >= p.num_pages) {
-      if (t < p.heads) out[t * W] = __uint_as_float(0x7fc00000u);
-      continue;
-    }
-    if (phys != cur_phys) {
-      __syncthreads();  // previous users of kt are done
-      decode_page(p, phys, kt);
-      cur_phys = phys;
-    }
-    for (int h = 0; h < p.heads; ++h) {
-      __syncthreads();  // kt complete; previous qf / dots consumed
-      qf[t] = load_q(p, row, h, t);
-      __syncthreads();
-      float s = 0.0f;
-      for (int d = 0; d < kD; ++d) s = __fadd_rn(s, __fmul_rn(qf[d], kt[d * kT + t]));
-      dots[t] = s;
-      __syncthreads();
-      if (t == 0) {
-        float m = -INFINITY;
-        bool any = false;
-        for (int i = 0; i < kT; ++i) {
-          const float v = dots[i];
-          m = v > m ? v : m;
-          any = any || !isnan(v);
-        }
-        if (m == -INFINITY && !any) m = __uint_as_float(0x7fc00000u);
-        if (p.k_format == 2 && !isnan(m)) m = __fmul_rn(m, p.k_global);  // keep NaN bits
-        out[h * W] = m;
-      }
-    }
+  __syncthreads();
+  if (tid < take) {  // rank among the winners: (key desc, id asc)
+    const std::uint32_t k0 = sel_key[tid];
+    const int id0 = sel_id[tid];
+    int rank = 0;
+    for (int j = 0; j < take; ++j)
+      rank += (sel_key[j] > k0 || (sel_key[j] == k0 && sel_id[j] < id0)) ? 1 : 0;
+    out[rank * os] = id0;
   }
+  // History beyond the scored columns (block table narrower than L): NaN, by id.
+  for (int j = take + tid; j < need; j += blockDim.x) out[j * os] = n + (j - take);
+  if (tid == 0) out[need * os] = static_cast<int>(L);
 }
 
-// D2 rank order: NaN below everything.
-__device__ __forceinline__ bool ranks_above(float a, float b) {
-  if (isnan(a)) return false;
-  if (isnan(b)) return true;
-  return a > b;
-}
-
-// Pass 2: one thread per (row, head); select_topk_row of the CPU backend.
-__global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerParams p, const float* ws) {
-  const long long v = static_cast<long long>(blockIdx.x) * kSelectThreads + threadIdx.x;
-  if (v >= p.num_rows * p.heads) return;
+// Indexer top-k: one CTA per score row (row, head) of the workspace; also writes
+// page_scores (b < L: the score, NaN beyond the block table; b >= L: -inf).
+__global__ void __launch_bounds__(1024, 1) topk_kernel(IndexerParams p, const float* ws, long long ws_ld) {
+  const long long v = blockIdx.x;
   const long long row = v / p.heads;
   const int h = static_cast<int>(v % p.heads);
-  int r;
+  int req;
   long long pos;
-  if (!locate(p, row, &r, &pos)) return;
-  const long long L = local_page(pos);
+  if (!locate(p, row, &req, &pos)) return;
+  const long long L = pos < 0 ? -1 : pos / kPage;
   const long long W = p.bt_width;
-  const float* s = ws + v * W;
-  const float kNaN = __uint_as_float(0x7fc00000u);
-  const int K = p.topk_k;
-  int* out = p.topk + row * p.topk_stride[0] + h * p.topk_stride[1];
-  const long long os = p.topk_stride[2];
-  if (L < 0) {
-    for (int j = 0; j < K; ++j) out[j * os] = -1;
-  } else if (L + 1 <= K) {
-    for (int j = 0; j < K; ++j) out[j * os] = j <= L ? j : -1;
-  } else {
-    const int keep = K - 1;
-    float best_s[16];
-    int best_id[16];
-    int count = 0;
-    for (long long b = 0; keep > 0 && b < L; ++b) {
-      const float sc = b < W ? s[b] : kNaN;
-      if (count == keep && !ranks_above(sc, best_s[keep - 1])) continue;
-      int pos2 = count < keep ? count : keep - 1;
-      while (pos2 > 0 && ranks_above(sc, best_s[pos2 - 1])) {
-        best_s[pos2] = best_s[pos2 - 1];
-        best_id[pos2] = best_id[pos2 - 1];
-        --pos2;
-      }
-      best_s[pos2] = sc;
-      best_id[pos2] = static_cast<int>(b);
-      if (count < keep) ++count;
-    }
-    for (int j = 0; j < keep; ++j) out[j * os] = best_id[j];
-    out[keep * os] = static_cast<int>(L);
-  }
+  const float* s = ws + v * ws_ld;
+  select_row(s, 1, W, L, p.topk_k, p.topk + row * p.topk_stride[0] + h * p.topk_stride[1], p.topk_stride[2]);
   if (p.page_scores != nullptr) {
     float* o = p.page_scores + row * p.ps_stride[0] + h * p.ps_stride[1];
-    for (long long b = 0; b < p.ps_width; ++b)
-      o[b * p.ps_stride[2]] = b < L ? (b < W ? s[b] : kNaN) : -INFINITY;
+    for (long long b = threadIdx.x; b < p.ps_width; b += blockDim.x)
+      o[b * p.ps_stride[2]] = b < L ? (b < W ? s[b] : nan_f()) : -INFINITY;
   }
+}
+
+// topk_select on given scores: one CTA per row.
+__global__ void __launch_bounds__(1024, 1) topk_select_kernel(TopkSelectParams p) {
+  const long long r = blockIdx.x;
+  const long long L = p.local_page[r * p.lp_stride];
+  select_row(p.scores + r * p.s_stride[0], p.s_stride[1], p.width, L, p.k,
+             p.topk + r * p.topk_stride[0], p.topk_stride[1]);
+}
+
+// Threads of a top-k CTA for rows of up to `width` candidates (8 per thread).
+unsigned topk_threads(long long width) {
+  const long long cand = width < kMaxCandidates ? width : kMaxCandidates;
+  long long threads = (cand + kTopkKeys - 1) / kTopkKeys;
+  threads = (threads + 31) / 32 * 32;
+  if (threads < 32) threads = 32;
+  if (threads > 1024) threads = 1024;
+  return static_cast<unsigned>(threads);
+}
+
+template <class Kern>
+cudaError_t set_smem(Kern k, int bytes) {
+  return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <bool kFp8, int kLoad>
+cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, long long ws_ld,
+                          int R, long long tiles, int chunk, int splits, cudaStream_t stream) {
+  using C = Cfg<kFp8>;
+  static const cudaError_t attr = set_smem(score_kernel<kFp8, kLoad>, C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
+  score_kernel<kFp8, kLoad><<<grid, kThreads, C::kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
-int launch_indexer(const IndexerParams& p, void* stream_ptr) {
+namespace {
+long long ws_ld_of(long long W) { return W < 8 ? 8 : (W + 7) / 8 * 8; }
+// CTA tiles: decode one per request; prefill at most ceil(rows / R) + batch (R = 128 / H
+// rows per tile, a tile never spans two requests).
+long long tiles_of(long long rows, int heads, long long batch, bool prefill) {
+  if (!prefill) return batch;
+  const int R = kTileRows / heads;
+  return (rows + R - 1) / R + batch;
+}
+}  // namespace
+
+std::size_t indexer_workspace_bytes(std::int64_t rows, int heads, std::int64_t width, int batch, bool prefill) {
+  const std::size_t ws = static_cast<std::size_t>(rows) * heads * ws_ld_of(width) * sizeof(float);
+  return ws + (prefill ? static_cast<std::size_t>(tiles_of(rows, heads, batch, true)) * sizeof(int2) : 0);
+}
+
+int indexer_device_malloc(void** ptr, std::size_t bytes) { return static_cast<int>(cudaMalloc(ptr, bytes)); }
+int indexer_device_free(void* ptr) { return static_cast<int>(cudaFree(ptr)); }
+
+int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, std::size_t workspace_bytes) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   if (p.num_rows <= 0 || p.heads <= 0) return 0;
-  static const cudaError_t attr_err = cudaFuncSetAttribute(
-      page_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kScoreSmem));
-  if (attr_err != cudaSuccess) return static_cast<int>(attr_err);
+  const bool decode = p.cu_seqlens == nullptr;
   const long long W = p.bt_width;
-  float* ws = nullptr;
-  const long long floats = p.num_rows * p.heads * W;
-  if (floats > 0) {
-    cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ws),
-                                      static_cast<std::size_t>(floats) * sizeof(float), stream);
+  const long long ws_ld = ws_ld_of(W);
+  const int R = decode ? p.queries_per_request : kTileRows / p.heads;
+  const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode);
+  const std::size_t need = indexer_workspace_bytes(p.num_rows, p.heads, W, p.batch, !decode);
+  const std::size_t ws_bytes = static_cast<std::size_t>(p.num_rows * p.heads * ws_ld) * sizeof(float);
+  void* work = workspace;
+  cudaError_t err = cudaSuccess;
+  if (work == nullptr) {
+    err = cudaMallocAsync(&work, need, stream);
     if (err != cudaSuccess) return static_cast<int>(err);
-    int rows_per_cta = 8;
-    while ((p.num_rows + rows_per_cta - 1) / rows_per_cta > 65535) rows_per_cta *= 2;
-    const dim3 grid(static_cast<unsigned>(W),
-                    static_cast<unsigned>((p.num_rows + rows_per_cta - 1) / rows_per_cta));
-    page_score_kernel<<<grid, kThreads, kScoreSmem, stream>>>(p, ws, rows_per_cta);
+  } else if (workspace_bytes < need) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  float* ws = static_cast<float*>(work);
+  int2* map = decode ? nullptr : reinterpret_cast<int2*>(static_cast<char*>(work) + ws_bytes);
+
+  if (W > 0 && tiles > 0) {
+    if (!decode) tile_map_kernel<<<1, kMapThreads, 0, stream>>>(p, map, tiles, R);
     err = cudaGetLastError();
-    if (err != cudaSuccess) {
-      cudaFreeAsync(ws, stream);
-      return static_cast<int>(err);
+    // Split each tile's pages into chunks: about 8 (decode) / 16 (prefill) CTAs per SM
+    // (2 resident per SM), so the tail wave is short.
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const long long target = (decode ? 8LL : 16LL) * sms;
+    long long splits = (target + tiles - 1) / tiles;
+    const long long max_splits = (W + 7) / 8;
+    if (splits > max_splits) splits = max_splits;
+    if (splits < 1) splits = 1;
+    const long long chunk = (W + splits - 1) / splits;
+    splits = (W + chunk - 1) / chunk;
+    const bool fp8 = p.q_e4m3 && p.k_format != 0;
+    if (err == cudaSuccess) {
+      const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
+      if (fp8) {
+        err = p.k_format == 1 ? launch_scores<true, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                              : launch_scores<true, kNvfp4ToE4m3>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
+      } else {
+        err = p.k_format == 0   ? launch_scores<false, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+              : p.k_format == 1 ? launch_scores<false, kE4m3ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                                : launch_scores<false, kNvfp4ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
+      }
     }
   }
-  const long long vecs = p.num_rows * p.heads;
-  select_kernel<<<static_cast<unsigned>((vecs + kSelectThreads - 1) / kSelectThreads),
-                  kSelectThreads, 0, stream>>>(p, ws);
-  cudaError_t err = cudaGetLastError();
-  if (ws != nullptr) {
-    const cudaError_t ferr = cudaFreeAsync(ws, stream);
+  if (err == cudaSuccess) {
+    topk_kernel<<<static_cast<unsigned>(p.num_rows * p.heads), topk_threads(W), 0, stream>>>(p, ws, ws_ld);
+    err = cudaGetLastError();
+  }
+  if (workspace == nullptr) {
+    const cudaError_t ferr = cudaFreeAsync(work, stream);
     if (err == cudaSuccess) err = ferr;
   }
   return static_cast<int>(err);
+}
+
+int launch_topk_select(const TopkSelectParams& p, void* stream) {
+  if (p.rows <= 0) return 0;
+  topk_select_kernel<<<static_cast<unsigned>(p.rows), topk_threads(p.width), 0, static_cast<cudaStream_t>(stream)>>>(p);
+  return static_cast<int>(cudaGetLastError());
 }
 
 const char* indexer_error_string(int err) {

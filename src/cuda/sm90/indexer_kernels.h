@@ -1,16 +1,23 @@
 // Internal: SM90 kernels of the MSA lightning indexer (spec 2.2-2.8, D1, D2, D4, D5).
 // Host-side interface, includable from plain C++ (no CUDA types).
 //
-// First version, exactness before speed. Pass 1 (one CTA of 128 threads per (page,
-// block of rows)): the index-K page is decoded to FP32 in shared memory (transposed,
-// [dim][token]); thread t computes the dot product of token t with each (row, head)
-// query vector as the sequential FP32 sum over d = 0..127 with __fmul_rn / __fadd_rn
-// (no FMA), the same operation sequence as the CPU backend, then the page max over the
-// 128 tokens in token order ('>' comparisons, NaN ignored, NaN only when all 128 dot
-// products are NaN), times the nvfp4 global scale: page scores are bitwise equal to
-// src/cpu/indexer_cpu.cpp. Scores go to a device workspace f32 [rows, H, W] (W = block
-// table width) allocated with cudaMallocAsync on the stream. Pass 2 (one thread per
-// (row, head)): the D1/D2 selection of select_topk_row, and page_scores if requested.
+// Tensor-core version (issue 5). Three kernels on the stream, no host reads:
+//  1. (prefill only) tile map: query rows cut into tiles of up to 128 / H rows that never
+//     span two requests (one CTA scans cu_seqlens; workspace sized from T and B).
+//  2. page scores: grid (tile, page chunk); a CTA holds the tile's index q as a 128-row
+//     SW128 A tile (score row = query row x head; decode: the Q drafts of one request)
+//     and streams the chunk's pages through a cp.async pipeline (4 x 16 KB stages FP8,
+//     2 x 32 KB BF16); each page is one N = 128 wgmma tile per warpgroup (QGMMA E4M3
+//     when q is E4M3 and K is E4M3 / NVFP4, HGMMA BF16 otherwise, E4M3 and NVFP4 K
+//     widened or dequantised on chip: exact), FP32 accumulation; the epilogue takes each
+//     row's max over the page's 128 tokens (fmaxf: NaN tokens ignored, NaN only when all
+//     are NaN, as the CPU backend), times the NVFP4 global scale, for the rows whose
+//     local page is beyond it. Sums are tensor-core FP32 sums: not bit-identical to the
+//     CPU's sequential sums (policy D8: 2e-4 relative), deterministic run to run.
+//  3. top-k: one CTA per (row, head), exact D1/D2 selection by a radix search on the
+//     order-preserving score key (cost independent of ties), and page_scores output.
+// The workspace (f32 [T, H, round_up(W, 8)] + the tile map) is allocated with
+// cudaMallocAsync from the shapes (T, H, block-table width W, B), never from lengths.
 //
 // Metadata contents are never read on the host: rows outside every request are left
 // untouched, block-table entries outside [0, num_pages) and history pages beyond the
@@ -18,6 +25,7 @@
 // written. No out-of-range memory access happens for any metadata contents.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace flashmsa::cuda {
@@ -52,9 +60,38 @@ struct IndexerParams {
   std::int64_t ps_width = 0;
 };
 
-/// Runs both passes on `stream` (a cudaStream_t, nullptr = default stream). Returns 0 or
-/// a cudaError_t value.
-int launch_indexer(const IndexerParams& p, void* stream);
+/// Runs the kernels on `stream` (a cudaStream_t, nullptr = default stream). With
+/// `workspace` == nullptr the workspace is taken from cudaMallocAsync on the stream;
+/// otherwise `workspace` (device, `workspace_bytes` >= indexer_workspace_bytes(p)) is
+/// used and nothing is allocated. Returns 0 or a cudaError_t value.
+int launch_indexer(const IndexerParams& p, void* stream, void* workspace = nullptr,
+                   std::size_t workspace_bytes = 0);
+
+/// Workspace bytes launch_indexer needs for rows x heads x block-table width (decode:
+/// batch = rows / Q requests; prefill adds the tile map).
+std::size_t indexer_workspace_bytes(std::int64_t rows, int heads, std::int64_t width, int batch,
+                                    bool prefill);
+
+/// cudaMalloc / cudaFree on the current device (0 or a cudaError_t value).
+int indexer_device_malloc(void** ptr, std::size_t bytes);
+int indexer_device_free(void* ptr);
+
+/// topk_select on device tensors: scores f32 [rows, width] (strides in elements),
+/// local_page i32 [rows], topk i32 [rows, k]. Columns >= width rank as NaN.
+struct TopkSelectParams {
+  const float* scores = nullptr;
+  std::int64_t s_stride[2] = {0, 0};
+  std::int64_t width = 0;
+  const std::int32_t* local_page = nullptr;
+  std::int64_t lp_stride = 0;
+  std::int32_t* topk = nullptr;
+  std::int64_t topk_stride[2] = {0, 0};
+  int k = 1;
+  std::int64_t rows = 0;
+};
+
+/// Runs topk_select on `stream`. Returns 0 or a cudaError_t value.
+int launch_topk_select(const TopkSelectParams& p, void* stream);
 
 /// cudaGetErrorString of a value returned above.
 const char* indexer_error_string(int err);

@@ -1,0 +1,38 @@
+// Shared helpers of the GPU benchmarks (bench_decode, bench_indexer).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace flashmsa::bench {
+
+constexpr double kCopyPeakTBs = 4.2;  // measured device copy on the H200 (read + write)
+constexpr std::int64_t kColdBytes = 3LL * 60 * 1024 * 1024;  // > 3x the H200's L2
+
+/// Comma (or `sep`) separated list, empty items dropped.
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace flashmsa::bench
+
+/// In a function returning bool: prints a failed CUDA call and returns false.
+#define CUDA_OK(x)                                                                     \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, \
+                   __LINE__);                                                          \
+      return false;                                                                    \
+    }                                                                                  \
+  } while (0)
