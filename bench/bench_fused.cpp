@@ -16,7 +16,10 @@
 #include "flashmsa/flashmsa.h"
 #include "flashmsa/fused.h"
 
+#include "bench_util.h"
+
 using namespace flashmsa;
+using flashmsa::bench::split;
 
 namespace {
 
@@ -30,14 +33,6 @@ constexpr double kPeakGBs = 4200.0;
       return 1;                                                                               \
     }                                                                                         \
   } while (0)
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
 
 struct DevBuf {
   void* p = nullptr;

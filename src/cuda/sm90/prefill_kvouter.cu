@@ -1,0 +1,574 @@
+// SM90 KV-outer sparse attention for prefill (see prefill_kvouter.h for the design).
+#include "cuda/sm90/prefill_kvouter.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cub/block/block_scan.cuh>
+
+#include "cuda/sm90/attn_tile.cuh"
+
+namespace flashmsa::cuda {
+namespace {
+
+namespace at = ::flashmsa::cuda::sm90::attn;
+namespace gm = ::flashmsa::cuda::sm90::gmma;
+
+constexpr int kThreads = 256;         // 2 consumer warpgroups
+constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
+constexpr int kTilesPerUnit = 8;      // M-tiles per work unit (one page load each)
+constexpr int kPlanThreads = 256;
+constexpr int kScanThreads = 1024;
+constexpr int kScanItems = 8;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
+
+// ---------------------------------------------------------------------------------------
+// Workspace: carved from one allocation, every piece 256-byte aligned.
+struct Workspace {
+  int* counts = nullptr;     // [N] entries per row (zeroed, consumed by the fill)
+  int* row_ptr = nullptr;    // [N+1]
+  int* unit_ptr = nullptr;   // [N+1] work units before each row
+  int* unit_row = nullptr;   // [unit capacity] the row of each work unit
+  int* list = nullptr;       // [Hkv * T * K] (query << 4) | slot
+  unsigned* vmask = nullptr; // [T * Hkv] valid slots (bit k)
+  std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128]
+  float* lse_part = nullptr;        // f32 [K, T, Hq]
+  std::int64_t bytes = 0;
+};
+
+std::int64_t align256(std::int64_t b) { return (b + 255) / 256 * 256; }
+
+__host__ __device__ inline std::int64_t num_csr_rows(const PrefillParams& p) {
+  return static_cast<std::int64_t>(p.num_kv_heads) * p.batch * p.bt_width;
+}
+
+// Work units: ceil(ceil(n / qpt) / kTilesPerUnit) per row of n entries, so at most
+// entries / (kTilesPerUnit * qpt) + (non-empty rows) in all.
+std::int64_t unit_capacity(const PrefillParams& p) {
+  const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
+  const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
+  return num_csr_rows(p) + entries / (kTilesPerUnit * qpt) + 1;
+}
+
+Workspace carve(const PrefillParams& p, void* base) {
+  const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
+  const std::int64_t sizes[8] = {N * 4,
+                                 (N + 1) * 4,
+                                 (N + 1) * 4,
+                                 unit_capacity(p) * 4,
+                                 p.num_kv_heads * T * K * 4,
+                                 T * p.num_kv_heads * 4,
+                                 K * T * p.num_q_heads * 128 * 2,
+                                 K * T * p.num_q_heads * 4};
+  Workspace w;
+  std::int64_t off = 0;
+  char* b = static_cast<char*>(base);
+  void* ptrs[8];
+  for (int i = 0; i < 8; ++i) {
+    ptrs[i] = b ? b + off : nullptr;
+    off += align256(sizes[i]);
+  }
+  w.counts = static_cast<int*>(ptrs[0]);
+  w.row_ptr = static_cast<int*>(ptrs[1]);
+  w.unit_ptr = static_cast<int*>(ptrs[2]);
+  w.unit_row = static_cast<int*>(ptrs[3]);
+  w.list = static_cast<int*>(ptrs[4]);
+  w.vmask = static_cast<unsigned*>(ptrs[5]);
+  w.o_part = static_cast<std::uint16_t*>(ptrs[6]);
+  w.lse_part = static_cast<float*>(ptrs[7]);
+  w.bytes = off;
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------
+// Plan.
+
+// Query row t -> request b (last b with cu[b] <= t) and position p (D4). In range reads only.
+__device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, long long* pos) {
+  int lo = 0, hi = p.batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.cu_seqlens[mid * p.cu_stride] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  *b = lo;
+  const long long start = p.cu_seqlens[lo * p.cu_stride];
+  const long long q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
+  *pos = static_cast<long long>(p.seq_lens[lo * p.seq_lens_stride]) - q_len + (t - start);
+}
+
+// D1: the valid, first-occurrence entries of topk[t, g, :] (bit k of the mask) and their
+// logical pages.
+__device__ __forceinline__ unsigned valid_entries(const PrefillParams& p, int t, int g, int b, long long pos,
+                                                  int (&e)[16]) {
+  unsigned mask = 0;
+  if (pos < 0) return 0;
+  const long long seq = p.seq_lens[b * p.seq_lens_stride];
+  const long long req_pages = (seq + 127) / 128;
+  const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    e[k] = -1;
+    if (k >= p.topk_k) continue;
+    const long long v = row[k * p.topk_stride[2]];
+    bool ok = v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width;
+    if (ok) {
+      const std::int32_t phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
+      ok = phys >= 0 && phys < p.num_pages;
+    }
+#pragma unroll
+    for (int j = 0; j < k; ++j) ok = ok && e[j] != v;
+    if (ok) {
+      e[k] = static_cast<int>(v);
+      mask |= 1u << k;
+    }
+  }
+  return mask;
+}
+
+__global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
+  const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  if (i >= static_cast<long long>(p.num_rows) * p.num_kv_heads) return;
+  const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
+  int b;
+  long long pos;
+  locate(p, t, &b, &pos);
+  int e[16];
+  const unsigned mask = valid_entries(p, t, g, b, pos, e);
+  w.vmask[i] = mask;
+  const long long base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    if ((mask >> k) & 1u) atomicAdd(&w.counts[base + e[k]], 1);
+}
+
+// One CTA: exclusive scans of the row counts and of the work units per row.
+__global__ void __launch_bounds__(kScanThreads) plan_scan(const PrefillParams p, Workspace w, int qpt) {
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  const long long N = num_csr_rows(p);
+  int carry_e = 0, carry_u = 0;
+  for (long long base = 0; base < N; base += kScanThreads * kScanItems) {
+    int ce[kScanItems], cu[kScanItems], units[kScanItems];
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      const long long r = base + threadIdx.x * kScanItems + i;
+      const int n = r < N ? w.counts[r] : 0;
+      const int tiles = (n + qpt - 1) / qpt;
+      ce[i] = n;
+      units[i] = (tiles + kTilesPerUnit - 1) / kTilesPerUnit;
+      cu[i] = units[i];
+    }
+    int agg_e, agg_u;
+    Scan(tmp).ExclusiveSum(ce, ce, agg_e);
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(cu, cu, agg_u);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      const long long r = base + threadIdx.x * kScanItems + i;
+      if (r < N) {
+        w.row_ptr[r] = carry_e + ce[i];
+        w.unit_ptr[r] = carry_u + cu[i];
+        for (int k = 0; k < units[i]; ++k) w.unit_row[carry_u + cu[i] + k] = static_cast<int>(r);
+      }
+    }
+    carry_e += agg_e;
+    carry_u += agg_u;
+  }
+  if (threadIdx.x == 0) {
+    w.row_ptr[N] = carry_e;
+    w.unit_ptr[N] = carry_u;
+  }
+}
+
+__global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
+  const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  if (i >= static_cast<long long>(p.num_rows) * p.num_kv_heads) return;
+  const unsigned mask = w.vmask[i];
+  if (mask == 0) return;
+  const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
+  int b;
+  long long pos;
+  locate(p, t, &b, &pos);
+  const long long base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+  const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
+  for (int k = 0; k < p.topk_k; ++k) {
+    if (!((mask >> k) & 1u)) continue;
+    const long long r = base + row[k * p.topk_stride[2]];
+    const int slot = atomicSub(&w.counts[r], 1) - 1;  // any order: see the header
+    w.list[w.row_ptr[r] + slot] = (t << 4) | k;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Attention.
+
+template <int FMT>
+struct Smem {
+  using PB = at::PageBytes<FMT>;
+  static constexpr int kPage = PB::kTotal;               // one staged page
+  static constexpr int kQ = kTileRows * PB::kQRow;       // one Q tile
+  // Output staging (64 rows x 256 bytes per warpgroup, SW128): the BF16 path reuses the
+  // current Q tile (its rows are dead once S is computed), the FP8 paths need their own.
+  static constexpr int kStage = FMT == at::kBf16 ? 0 : kTileRows * 256;
+  static constexpr int kMeta = 2 * 2 * kTileRows * 4;    // s_entry[2][128], s_lim[2][128]
+  static constexpr int kBytes = 2 * kPage + 2 * kQ + kStage + kMeta;
+  static constexpr int kAlloc = kBytes + 1024;           // runtime 1024-byte alignment
+};
+
+// One work unit: up to kTilesPerUnit M-tiles of one CSR row (page of a request, KV head).
+struct Unit {
+  int begin = 0, end = 0;  // entries [begin, end) of w.list
+  int ntiles = 0;
+  int g = 0, e = 0, valid = 0;
+  long long off = 0;       // query position = t + off
+  at::PageSrc src;
+};
+
+template <int FMT>
+__device__ __forceinline__ Unit decode_unit(const PrefillParams& p, const Workspace& w, int u, int qpt) {
+  const int lo = w.unit_row[u];
+  Unit un;
+  const int k = u - w.unit_ptr[lo];
+  const int rb = w.row_ptr[lo], n = w.row_ptr[lo + 1] - rb;
+  const int tiles = (n + qpt - 1) / qpt;
+  const int t0 = k * kTilesPerUnit;
+  un.ntiles = min(kTilesPerUnit, tiles - t0);
+  un.begin = rb + t0 * qpt;
+  un.end = min(rb + n, un.begin + un.ntiles * qpt);
+  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
+  un.g = static_cast<int>(lo / per_head);
+  const long long rem = lo % per_head;
+  const int b = static_cast<int>(rem / p.bt_width);
+  un.e = static_cast<int>(rem % p.bt_width);
+  const long long phys = p.block_table[b * p.bt_stride[0] + un.e * p.bt_stride[1]];
+  const long long seq = p.seq_lens[b * p.seq_lens_stride];
+  un.off = seq - p.cu_seqlens[(b + 1) * p.cu_stride];
+  un.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * un.e)));
+  constexpr int es = FMT == at::kBf16 ? 2 : 1;
+  un.src.k = static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + un.g * p.k_stride[1]) * es;
+  un.src.v = static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + un.g * p.v_stride[1]) * es;
+  un.src.k_tok = p.k_stride[2] * es;
+  un.src.v_tok = p.v_stride[2] * es;
+  if constexpr (FMT == at::kNvfp4) {
+    un.src.ks = p.k_scale + phys * p.ks_stride[0] + un.g * p.ks_stride[1];
+    un.src.vs = p.v_scale + phys * p.vs_stride[0] + un.g * p.vs_stride[1];
+    un.src.ks_tok = p.ks_stride[2];
+    un.src.vs_tok = p.vs_stride[2];
+    un.src.k_swz = p.k_swizzled;
+    un.src.v_swz = p.v_swizzled;
+  }
+  return un;
+}
+
+// cp.async gather of M-tile j of unit `un` (rows r -> entry r / G, head g*G + r % G) and
+// its row metadata: s_entry = list entry or -1 (padding), s_lim = last visible token of
+// the page for that query (127, or p % 128 on the query's local page; -1 for padding).
+template <int FMT>
+__device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Workspace& w, const Unit& un, int j,
+                                             int G, int qpt, std::uint8_t* q_tile, int* s_entry, int* s_lim,
+                                             int tid) {
+  constexpr int kChunks = at::PageBytes<FMT>::kQRow / 16;  // 16 (bf16) or 8 (e4m3)
+  constexpr int es = FMT == at::kBf16 ? 2 : 1;
+  const int r = tid >> 1, half = tid & 1;
+  const int idx = un.begin + j * qpt + r / G;
+  const bool ok = idx < un.end;
+  int entry = -1, lim = -1;
+  const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q);
+  if (ok) {
+    entry = w.list[idx];
+    const int t = entry >> 4;
+    const long long pos = t + un.off;
+    lim = (pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127;
+    src += (static_cast<long long>(t) * p.q_row_stride +
+            static_cast<long long>(un.g * G + r % G) * p.q_head_stride) * es;
+  }
+#pragma unroll
+  for (int c = 0; c < kChunks / 2; ++c) at::copy_q_chunk(q_tile, kTileRows, r, half * (kChunks / 2) + c, src, ok);
+  if (half == 0) {
+    s_entry[r] = entry;
+    s_lim[r] = lim;
+  }
+}
+
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ void wg_barrier(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+}
+
+// One warpgroup's 64 rows of the current tile: single-page softmax and the partial
+// (O, LSE) of each row at its entry's slot.
+template <int FMT>
+__device__ __forceinline__ void compute_tile(const PrefillParams& p, const Workspace& w, const Unit& un, int G,
+                                             const std::uint8_t* page, std::uint8_t* q_tile,
+                                             std::uint8_t* stage, const int* s_entry, const int* s_lim, int wg,
+                                             int wtid) {
+  constexpr bool kFp8 = FMT != at::kBf16;
+  const int warp = wtid >> 5, lane = wtid & 31;
+  const int lr0 = 64 * wg + 16 * warp + (lane >> 2);
+  const int lim0 = s_lim[lr0], lim1 = s_lim[lr0 + 8];
+
+  float s[64];
+  at::wg_qk<FMT>(gm::smem_addr(q_tile) + 128 * 64 * wg, kTileRows * 128, gm::smem_addr(page), s);
+  gm::wait<0>();
+  gm::fence_operands(s);
+
+  const float c2 = p.c * kLog2e;
+  float m[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = 8 * j + 2 * (lane & 3) + (i & 1);
+      if (col > ((i >> 1) ? lim1 : lim0)) s[4 * j + i] = -INFINITY;
+      m[i >> 1] = fmaxf(m[i >> 1], s[4 * j + i]);
+    }
+  float bias[2], l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 1));
+    m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 2));
+    const float mu = m[r] == -INFINITY ? 0.0f : m[r];
+    bias[r] = kFp8 ? fmaf(-mu, c2, kLog2_448) : -mu * c2;  // spec 3.4
+  }
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    s[i] = ex2_approx(fmaf(s[i], c2, bias[(i >> 1) & 1]));  // masked: 0
+    l[(i >> 1) & 1] += s[i];                               // unrounded normaliser
+  }
+  std::uint32_t pa[8][4];
+#pragma unroll
+  for (int st = 0; st < 8; ++st) {
+    if constexpr (kFp8) {  // E4M3_sat(p448), exact as f16
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::uint32_t q8 = gm::pack_e4m3x4(s[8 * st + 4 * h], s[8 * st + 4 * h + 1], s[8 * st + 4 * h + 2],
+                                                 s[8 * st + 4 * h + 3]);
+        pa[st][2 * h] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(q8 & 0xffffu));
+        pa[st][2 * h + 1] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(q8 >> 16));
+      }
+    } else {
+      gm::bf16_a_from_acc(s, st, pa[st]);
+    }
+  }
+  float o[64];
+  at::wg_pv<FMT>(pa, gm::smem_addr(page) + at::PageBytes<FMT>::kK, o, false);
+  gm::wait<0>();
+  gm::fence_operands(o);
+
+  // Epilogue: rows normalised, staged as BF16 (SW128, 256-byte rows), stored coalesced.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = lr0 + 8 * r;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<std::uint32_t*>(stage + gm::sw128_offset(row, 16 * j + 4 * (lane & 3), kTileRows)) =
+          gm::pack_bf16x2(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+    const int entry = s_entry[row];
+    if ((lane & 3) == 0 && entry >= 0) {
+      const long long t = entry >> 4, slot = entry & 15;
+      const int h = un.g * G + row % G;
+      const float lse = m[r] * p.c + logf(kFp8 ? l[r] * (1.0f / 448.0f) : l[r]);
+      w.lse_part[(slot * p.num_rows + t) * p.num_q_heads + h] = lse;
+    }
+  }
+  wg_barrier(wg);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int c = wtid + 128 * i;
+    const int row = 64 * wg + (c >> 4), ch = c & 15;
+    const int entry = s_entry[row];
+    if (entry < 0) continue;
+    const long long t = entry >> 4, slot = entry & 15;
+    const int h = un.g * G + row % G;
+    const uint4 v = *reinterpret_cast<const uint4*>(stage + gm::sw128_offset(row, 16 * ch, kTileRows));
+    *reinterpret_cast<uint4*>(w.o_part + ((slot * p.num_rows + t) * p.num_q_heads + h) * 128 + ch * 8) = v;
+  }
+}
+
+template <int FMT>
+__global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillParams p, const Workspace w) {
+  using S = Smem<FMT>;
+  extern __shared__ __align__(1024) std::uint8_t smem_raw[];
+  const std::uint32_t a0 = gm::smem_addr(smem_raw);
+  std::uint8_t* smem = smem_raw + (((a0 + 1023u) & ~1023u) - a0);
+  // Buffers by index (arithmetic, not arrays: no local-memory indexing).
+  auto page_buf = [smem](int i) { return smem + i * S::kPage; };
+  auto q_buf = [smem](int i) { return smem + 2 * S::kPage + i * S::kQ; };
+  std::uint8_t* stage_fp8 = smem + 2 * S::kPage + 2 * S::kQ;
+  int* s_entry = reinterpret_cast<int*>(stage_fp8 + S::kStage);  // [2][128]
+  int* s_lim = s_entry + 2 * kTileRows;                          // [2][128]
+
+  const int total = w.unit_ptr[num_csr_rows(p)];
+  int u = blockIdx.x;
+  if (u >= total) return;
+  const int G = p.num_q_heads / p.num_kv_heads, qpt = kTileRows / G;
+  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
+
+  Unit cur = decode_unit<FMT>(p, w, u, qpt);
+  int qb = 0, pb = 0;
+  at::issue_page_copy<FMT>(cur.src, page_buf(0), cur.valid, tid, kThreads);
+  at::cp_async_commit();
+  issue_q_tile<FMT>(p, w, cur, 0, G, qpt, q_buf(0), s_entry, s_lim, tid);
+  at::cp_async_commit();
+  while (true) {
+    const int un = u + gridDim.x;
+    const bool has_next = un < total;
+    Unit nxt;
+    if (has_next) nxt = decode_unit<FMT>(p, w, un, qpt);
+    // This unit's page and first Q tile.
+    at::cp_async_wait<0>();
+    at::fence_view_async_shared();
+    __syncthreads();
+    at::convert_page<FMT>(cur.src, page_buf(pb), cur.valid, tid, kThreads);
+    __syncthreads();
+    // The next unit's page goes into the other buffer during the last two tiles. Each
+    // tile commits two groups (next Q tile, next page; either may be empty), so the Q
+    // tile committed one step earlier is complete after wait_group 1.
+    const int jp = has_next ? max(cur.ntiles - 2, 0) : -1;
+    for (int j = 0; j < cur.ntiles; ++j) {
+      if (j > 0) {
+        at::cp_async_wait<1>();
+        at::fence_view_async_shared();
+        __syncthreads();
+      }
+      if (j + 1 < cur.ntiles)
+        issue_q_tile<FMT>(p, w, cur, j + 1, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
+                          s_lim + (qb ^ 1) * kTileRows, tid);
+      else if (has_next)
+        issue_q_tile<FMT>(p, w, nxt, 0, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
+                          s_lim + (qb ^ 1) * kTileRows, tid);
+      at::cp_async_commit();
+      if (j == jp) at::issue_page_copy<FMT>(nxt.src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+      at::cp_async_commit();
+      const int* ent = s_entry + qb * kTileRows;
+      if (ent[64 * wg] >= 0)  // rows are filled in order: an empty first row = all padding
+        compute_tile<FMT>(p, w, cur, G, page_buf(pb), q_buf(qb), FMT == at::kBf16 ? q_buf(qb) : stage_fp8, ent,
+                          s_lim + qb * kTileRows, wg, wtid);
+      qb ^= 1;
+    }
+    if (!has_next) break;
+    cur = nxt;
+    u = un;
+    pb ^= 1;
+  }
+  at::cp_async_wait<0>();
+}
+
+// ---------------------------------------------------------------------------------------
+// Combine: 16 threads (8 dims each) per (query, head), 8 of them per 128-thread CTA.
+__global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, const Workspace w) {
+  const long long idx = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 4);
+  if (idx >= static_cast<long long>(p.num_rows) * p.num_q_heads) return;
+  const long long t = idx / p.num_q_heads;
+  const int h = static_cast<int>(idx % p.num_q_heads);
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int d0 = (threadIdx.x & 15) * 8;
+  const unsigned mask = w.vmask[t * p.num_kv_heads + h / G];
+  const long long plane = static_cast<long long>(p.num_rows) * p.num_q_heads;
+  float M = -INFINITY;
+  for (unsigned mk = mask; mk; mk &= mk - 1) M = fmaxf(M, w.lse_part[(__ffs(mk) - 1) * plane + idx]);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float W = 0.0f, lse = -INFINITY;
+  if (mask != 0) {
+    for (unsigned mk = mask; mk; mk &= mk - 1) {  // ascending slots: fixed order (D9)
+      const long long sl = (__ffs(mk) - 1) * plane + idx;
+      const float wt = expf(w.lse_part[sl] - M);
+      W += wt;
+      const uint4 v = *reinterpret_cast<const uint4*>(w.o_part + sl * 128 + d0);
+      const std::uint32_t vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[2 * i] += wt * __uint_as_float(vv[i] << 16);
+        acc[2 * i + 1] += wt * __uint_as_float(vv[i] & 0xffff0000u);
+      }
+    }
+    lse = M + logf(W);
+  }
+  const float scale = mask != 0 ? p.v_global / W : 0.0f;
+  uint4 o;
+  o.x = gm::pack_bf16x2(acc[0] * scale, acc[1] * scale);
+  o.y = gm::pack_bf16x2(acc[2] * scale, acc[3] * scale);
+  o.z = gm::pack_bf16x2(acc[4] * scale, acc[5] * scale);
+  o.w = gm::pack_bf16x2(acc[6] * scale, acc[7] * scale);
+  *reinterpret_cast<uint4*>(p.out + t * p.out_row_stride + h * p.out_head_stride + d0) = o;
+  if (d0 == 0 && p.lse != nullptr) p.lse[t * p.lse_row_stride + h * p.lse_head_stride] = lse;
+}
+
+template <int FMT>
+cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream_t stream) {
+  constexpr int smem = Smem<FMT>::kAlloc;
+  static bool configured[64] = {};
+  static int sms[64] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  if (!configured[dev]) {
+    err = cudaFuncSetAttribute(prefill_attention<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    err = cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
+    configured[dev] = true;
+  }
+  prefill_attention<FMT><<<sms[dev], kThreads, smem, stream>>>(p, w);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+std::int64_t prefill_kvouter_workspace_bytes(const PrefillParams& p) { return carve(p, nullptr).bytes; }
+
+int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_ptr) {
+  if (p.num_rows == 0) return 0;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  if (p.num_kv_heads <= 0 || G <= 0 || G > 16 || 16 % G != 0 || p.topk_k < 1 || p.topk_k > 16 ||
+      p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2)
+    return cudaErrorInvalidValue;
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  const std::int64_t bytes = prefill_kvouter_workspace_bytes(p);
+  void* base = nullptr;
+  cudaError_t err = cudaMallocAsync(&base, static_cast<size_t>(bytes), stream);
+  if (err != cudaSuccess) return err;
+  const Workspace w = carve(p, base);
+  const long long N = num_csr_rows(p);
+  const long long th = static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  const unsigned plan_blocks = static_cast<unsigned>((th + kPlanThreads - 1) / kPlanThreads);
+  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N) * 4, stream);
+  if (err == cudaSuccess) {
+    plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
+    plan_scan<<<1, kScanThreads, 0, stream>>>(p, w, kTileRows / G);
+    plan_fill<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess && p.stop_after != 1) {
+    switch (kv_format) {
+      case at::kBf16: err = run_attention<at::kBf16>(p, w, stream); break;
+      case at::kFp8: err = run_attention<at::kFp8>(p, w, stream); break;
+      default: err = run_attention<at::kNvfp4>(p, w, stream); break;
+    }
+  }
+  if (err == cudaSuccess && p.stop_after == 0) {
+    const long long rows = static_cast<long long>(p.num_rows) * p.num_q_heads;
+    prefill_combine<<<static_cast<unsigned>((rows + 7) / 8), 128, 0, stream>>>(p, w);
+    err = cudaGetLastError();
+  }
+  const cudaError_t ferr = cudaFreeAsync(base, stream);
+  return err != cudaSuccess ? err : ferr;
+}
+
+}  // namespace flashmsa::cuda
