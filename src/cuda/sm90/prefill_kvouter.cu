@@ -18,7 +18,7 @@ constexpr int kThreads = 256;         // 2 consumer warpgroups
 constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
 constexpr int kTilesPerUnit = 8;      // M-tiles per work unit (one page load each)
 constexpr int kPlanThreads = 256;
-constexpr int kScanThreads = 1024;
+constexpr int kScanThreads = 512;
 constexpr int kScanItems = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
@@ -272,7 +272,7 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Works
                                              int tid) {
   constexpr int kChunks = at::PageBytes<FMT>::kQRow / 16;  // 16 (bf16) or 8 (e4m3)
   constexpr int es = FMT == at::kBf16 ? 2 : 1;
-  const int r = tid >> 1, half = tid & 1;
+  const int r = tid >> 1, half = tid & 1;  // warpgroup wg copies its own rows 64 wg..
   const int idx = un.begin + j * qpt + r / G;
   const bool ok = idx < un.end;
   int entry = -1, lim = -1;
@@ -439,12 +439,17 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
     // The next unit's page goes into the other buffer during the last two tiles. Each
     // tile commits two groups (next Q tile, next page; either may be empty), so the Q
     // tile committed one step earlier is complete after wait_group 1.
+    // Inside a unit the warpgroups run free: warpgroup wg gathers, owns and reads only
+    // rows [64 wg, 64 wg + 64) of the Q tiles, metadata and staging (threads 2r, 2r+1
+    // copy row r), so a warpgroup barrier suffices and one warpgroup's softmax and
+    // epilogue overlap the other's MMAs. Both reach the CTA barrier at the next unit
+    // start, so the page buffer the next page goes into is free.
     const int jp = has_next ? max(cur.ntiles - 2, 0) : -1;
     for (int j = 0; j < cur.ntiles; ++j) {
       if (j > 0) {
         at::cp_async_wait<1>();
         at::fence_view_async_shared();
-        __syncthreads();
+        wg_barrier(wg);
       }
       if (j + 1 < cur.ntiles)
         issue_q_tile<FMT>(p, w, cur, j + 1, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
@@ -480,17 +485,28 @@ __global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, co
   const int d0 = (threadIdx.x & 15) * 8;
   const unsigned mask = w.vmask[t * p.num_kv_heads + h / G];
   const long long plane = static_cast<long long>(p.num_rows) * p.num_q_heads;
+  // All loads first (predicated, fully unrolled: up to 16 in flight per thread), then
+  // the merge in ascending slot order (fixed order, D9).
+  float ls[16];
+  uint4 ov[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    const bool on = (mask >> k) & 1u;
+    ls[k] = on ? w.lse_part[k * plane + idx] : -INFINITY;
+    ov[k] = on ? *reinterpret_cast<const uint4*>(w.o_part + (k * plane + idx) * 128 + d0) : make_uint4(0, 0, 0, 0);
+  }
   float M = -INFINITY;
-  for (unsigned mk = mask; mk; mk &= mk - 1) M = fmaxf(M, w.lse_part[(__ffs(mk) - 1) * plane + idx]);
+#pragma unroll
+  for (int k = 0; k < 16; ++k) M = fmaxf(M, ls[k]);
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   float W = 0.0f, lse = -INFINITY;
   if (mask != 0) {
-    for (unsigned mk = mask; mk; mk &= mk - 1) {  // ascending slots: fixed order (D9)
-      const long long sl = (__ffs(mk) - 1) * plane + idx;
-      const float wt = expf(w.lse_part[sl] - M);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      if (!((mask >> k) & 1u)) continue;
+      const float wt = expf(ls[k] - M);
       W += wt;
-      const uint4 v = *reinterpret_cast<const uint4*>(w.o_part + sl * 128 + d0);
-      const std::uint32_t vv[4] = {v.x, v.y, v.z, v.w};
+      const std::uint32_t vv[4] = {ov[k].x, ov[k].y, ov[k].z, ov[k].w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         acc[2 * i] += wt * __uint_as_float(vv[i] << 16);
