@@ -3,8 +3,9 @@
 // every format, head split, LSE on/off, head-major top-k views, junk top-k entries
 // (duplicates, -1, future and out-of-range pages, local-first order), partial last pages
 // whose unused token slots hold NaN bytes, random batches of 1..8 requests, bitwise
-// determinism. The default kernel is the KV-outer one; QueryOuterStillMatches runs the
-// v1 query-outer kernel (FLASHMSA_PREFILL_KERNEL=query_outer) on a mixed batch.
+// determinism, CUDA-graph capture. The default kernel is the KV-outer one;
+// QueryOuterStillMatches runs the v1 query-outer kernel (FLASHMSA_PREFILL_KERNEL=
+// query_outer) on a mixed batch.
 // Skips without a CUDA device; run on the H200 with build/test_cuda_prefill.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -229,7 +230,9 @@ Result run_cpu(const Case& c, const Inputs& in) {
   return r;
 }
 
-Result run_gpu(const Case& c, const Inputs& in) {
+// graph: capture the call on a fresh stream into a CUDA graph (plan, workspace
+// allocation and all), then poison the outputs and replay it.
+Result run_gpu(const Case& c, const Inputs& in, bool graph = false) {
   Result r;
   r.out.reset(DType::bf16, {in.T, c.hq, 128});
   r.lse.reset(DType::f32, {c.with_lse ? in.T : 0, c.hq});
@@ -240,10 +243,32 @@ Result run_gpu(const Case& c, const Inputs& in) {
   TensorView topk_view = in.topk_view;
   topk_view.data = topk.view().data;
   topk_view.device = Device::cuda;
-  Status s = sparse_attention_prefill(args_of(c, in, q.view(), k.view(), v.view(), ks.view(),
-                                              vs.view(), topk_view, bt.view(), cu.view(),
-                                              seq.view(), out.view(), lse.view()));
-  EXPECT_TRUE(s.ok()) << s.message();
+  SparseAttentionPrefillArgs a = args_of(c, in, q.view(), k.view(), v.view(), ks.view(), vs.view(), topk_view,
+                                         bt.view(), cu.view(), seq.view(), out.view(), lse.view());
+  if (graph) {
+    cudaStream_t stream;
+    EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    a.stream = stream;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    Status s = sparse_attention_prefill(a);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(cudaStreamEndCapture(stream, &g), cudaSuccess);
+    EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    for (int rep = 0; rep < 2; ++rep) {
+      out.poison();
+      lse.poison();
+      EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(stream);
+  } else {
+    Status s = sparse_attention_prefill(a);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   out.download(r.out);
   lse.download(r.lse);
@@ -338,6 +363,22 @@ TEST(CudaPrefill, RandomBatches) {
     c.seed = 100 + it;
     check_case(c, "random batch " + std::to_string(it) + " (" + kv_format_name(c.format) + " " +
                       std::to_string(c.hq) + "/" + std::to_string(c.hkv) + ", B " + std::to_string(B) + ")");
+  }
+}
+
+// No host synchronisation and a stream-ordered workspace: the call captures into a CUDA
+// graph, and replays of the graph match the CPU backend.
+TEST(CudaPrefill, GraphCapture) {
+  REQUIRE_GPU();
+  for (KvFormat f : {KvFormat::bf16, KvFormat::nvfp4}) {
+    Case c;
+    c.reqs = {{300, 1000}, {1, 0}, {64, 127}};
+    c.format = f;
+    c.hq = 32;
+    c.hkv = 2;
+    const Inputs in = make_inputs(c);
+    expect_close(run_gpu(c, in, true), run_cpu(c, in), f != KvFormat::bf16,
+                 std::string("graph ") + kv_format_name(f));
   }
 }
 
