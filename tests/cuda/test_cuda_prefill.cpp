@@ -337,13 +337,13 @@ TEST(CudaPrefill, BitwiseDeterministic) {
   }
 }
 
-// Random batches of 1..8 requests: q_len 1..400 (often 1), prefix 0, page-aligned or
+// Random batches of 1..8 requests: q_len 1..200 (often 1), prefix 0, page-aligned or
 // ending mid-page; every format and head split; messy or local-first top-k; LSE on/off.
 TEST(CudaPrefill, RandomBatches) {
   REQUIRE_GPU();
   const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}};
   Rng rng(2024);
-  std::uniform_int_distribution<int> nreq(1, 8), qlen(1, 400), pages(0, 40), mid(1, 127), pick(0, 3);
+  std::uniform_int_distribution<int> nreq(1, 8), qlen(1, 200), pages(0, 40), mid(1, 127), pick(0, 3);
   for (int it = 0; it < 12; ++it) {
     Case c;
     const int B = nreq(rng);
