@@ -293,6 +293,21 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Works
   }
 }
 
+// NVFP4: convert_page reads the block scales straight from global memory at the start
+// of the unit. Pull the page's scale rows into L1 when its codes are issued so those
+// reads do not stall on HBM (thread t < 128: K scales of token t, else V scales).
+template <int FMT>
+__device__ __forceinline__ void prefetch_scales(const at::PageSrc& src, int tid) {
+  if constexpr (FMT == at::kNvfp4) {
+    const int t = tid & 127;
+    const bool k = tid < 128;
+    const std::uint8_t* plane = k ? src.ks : src.vs;
+    const bool swz = k ? src.k_swz : src.v_swz;
+    const std::int64_t off = swz ? 32 * (t / 4) : t * (k ? src.ks_tok : src.vs_tok);
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(plane + off));
+  }
+}
+
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -422,6 +437,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
   Unit cur = decode_unit<FMT>(p, w, u, qpt);
   int qb = 0, pb = 0;
   at::issue_page_copy<FMT>(cur.src, page_buf(0), cur.valid, tid, kThreads);
+  prefetch_scales<FMT>(cur.src, tid);
   at::cp_async_commit();
   issue_q_tile<FMT>(p, w, cur, 0, G, qpt, q_buf(0), s_entry, s_lim, tid);
   at::cp_async_commit();
@@ -458,7 +474,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
         issue_q_tile<FMT>(p, w, nxt, 0, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
                           s_lim + (qb ^ 1) * kTileRows, tid);
       at::cp_async_commit();
-      if (j == jp) at::issue_page_copy<FMT>(nxt.src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+      if (j == jp) {
+        at::issue_page_copy<FMT>(nxt.src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+        prefetch_scales<FMT>(nxt.src, tid);
+      }
       at::cp_async_commit();
       const int* ent = s_entry + qb * kTileRows;
       if (ent[64 * wg] >= 0)  // rows are filled in order: an empty first row = all padding
