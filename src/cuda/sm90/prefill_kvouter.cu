@@ -24,12 +24,21 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
 // ---------------------------------------------------------------------------------------
+// One work unit: up to kTilesPerUnit M-tiles of one CSR row (page of a request, KV head),
+// fully resolved by the plan so the attention kernel reads it with two 16-byte loads.
+struct __align__(16) UnitDesc {
+  int begin, end;  // entries [begin, end) of the list
+  int ntiles, g;   // M-tiles, KV head
+  int e, valid;    // logical page, valid tokens of the page
+  int off, phys;   // query position = t + off; physical page
+};
+
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
   int* counts = nullptr;     // [N] entries per row (zeroed, consumed by the fill)
   int* row_ptr = nullptr;    // [N+1]
   int* unit_ptr = nullptr;   // [N+1] work units before each row
-  int* unit_row = nullptr;   // [unit capacity] the row of each work unit
+  UnitDesc* units = nullptr; // [unit capacity]
   int* list = nullptr;       // [Hkv * T * K] (query << 4) | slot
   unsigned* vmask = nullptr; // [T * Hkv] valid slots (bit k)
   std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128]
@@ -56,7 +65,7 @@ Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t sizes[8] = {N * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
-                                 unit_capacity(p) * 4,
+                                 unit_capacity(p) * static_cast<std::int64_t>(sizeof(UnitDesc)),
                                  p.num_kv_heads * T * K * 4,
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
@@ -72,7 +81,7 @@ Workspace carve(const PrefillParams& p, void* base) {
   w.counts = static_cast<int*>(ptrs[0]);
   w.row_ptr = static_cast<int*>(ptrs[1]);
   w.unit_ptr = static_cast<int*>(ptrs[2]);
-  w.unit_row = static_cast<int*>(ptrs[3]);
+  w.units = static_cast<UnitDesc*>(ptrs[3]);
   w.list = static_cast<int*>(ptrs[4]);
   w.vmask = static_cast<unsigned*>(ptrs[5]);
   w.o_part = static_cast<std::uint16_t*>(ptrs[6]);
@@ -150,15 +159,14 @@ __global__ void __launch_bounds__(kScanThreads) plan_scan(const PrefillParams p,
   const long long N = num_csr_rows(p);
   int carry_e = 0, carry_u = 0;
   for (long long base = 0; base < N; base += kScanThreads * kScanItems) {
-    int ce[kScanItems], cu[kScanItems], units[kScanItems];
+    int ce[kScanItems], cu[kScanItems];
 #pragma unroll
     for (int i = 0; i < kScanItems; ++i) {
       const long long r = base + threadIdx.x * kScanItems + i;
       const int n = r < N ? w.counts[r] : 0;
       const int tiles = (n + qpt - 1) / qpt;
       ce[i] = n;
-      units[i] = (tiles + kTilesPerUnit - 1) / kTilesPerUnit;
-      cu[i] = units[i];
+      cu[i] = (tiles + kTilesPerUnit - 1) / kTilesPerUnit;
     }
     int agg_e, agg_u;
     Scan(tmp).ExclusiveSum(ce, ce, agg_e);
@@ -171,7 +179,6 @@ __global__ void __launch_bounds__(kScanThreads) plan_scan(const PrefillParams p,
       if (r < N) {
         w.row_ptr[r] = carry_e + ce[i];
         w.unit_ptr[r] = carry_u + cu[i];
-        for (int k = 0; k < units[i]; ++k) w.unit_row[carry_u + cu[i] + k] = static_cast<int>(r);
       }
     }
     carry_e += agg_e;
@@ -202,6 +209,32 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
   }
 }
 
+// One thread per CSR row: the descriptors of the row's work units.
+__global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt) {
+  const long long r = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  if (r >= num_csr_rows(p)) return;
+  const int rb = w.row_ptr[r], n = w.row_ptr[r + 1] - rb;
+  if (n == 0) return;
+  const int tiles = (n + qpt - 1) / qpt;
+  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
+  const long long rem = r % per_head;
+  const int b = static_cast<int>(rem / p.bt_width);
+  UnitDesc d;
+  d.g = static_cast<int>(r / per_head);
+  d.e = static_cast<int>(rem % p.bt_width);
+  d.phys = p.block_table[b * p.bt_stride[0] + d.e * p.bt_stride[1]];  // valid: the row has entries
+  const long long seq = p.seq_lens[b * p.seq_lens_stride];
+  d.off = static_cast<int>(seq - p.cu_seqlens[(b + 1) * p.cu_stride]);
+  d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
+  const int u0 = w.unit_ptr[r];
+  for (int k = 0; k * kTilesPerUnit < tiles; ++k) {
+    d.ntiles = min(kTilesPerUnit, tiles - k * kTilesPerUnit);
+    d.begin = rb + k * kTilesPerUnit * qpt;
+    d.end = min(rb + n, d.begin + d.ntiles * qpt);
+    w.units[u0 + k] = d;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Attention.
 
@@ -218,7 +251,7 @@ struct Smem {
   static constexpr int kAlloc = kBytes + 1024;           // runtime 1024-byte alignment
 };
 
-// One work unit: up to kTilesPerUnit M-tiles of one CSR row (page of a request, KV head).
+// A work unit as the attention kernel uses it: the descriptor plus the page's addresses.
 struct Unit {
   int begin = 0, end = 0;  // entries [begin, end) of w.list
   int ntiles = 0;
@@ -228,25 +261,17 @@ struct Unit {
 };
 
 template <int FMT>
-__device__ __forceinline__ Unit decode_unit(const PrefillParams& p, const Workspace& w, int u, int qpt) {
-  const int lo = w.unit_row[u];
+__device__ __forceinline__ Unit decode_unit(const PrefillParams& p, const Workspace& w, int u) {
+  const UnitDesc d = w.units[u];
   Unit un;
-  const int k = u - w.unit_ptr[lo];
-  const int rb = w.row_ptr[lo], n = w.row_ptr[lo + 1] - rb;
-  const int tiles = (n + qpt - 1) / qpt;
-  const int t0 = k * kTilesPerUnit;
-  un.ntiles = min(kTilesPerUnit, tiles - t0);
-  un.begin = rb + t0 * qpt;
-  un.end = min(rb + n, un.begin + un.ntiles * qpt);
-  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
-  un.g = static_cast<int>(lo / per_head);
-  const long long rem = lo % per_head;
-  const int b = static_cast<int>(rem / p.bt_width);
-  un.e = static_cast<int>(rem % p.bt_width);
-  const long long phys = p.block_table[b * p.bt_stride[0] + un.e * p.bt_stride[1]];
-  const long long seq = p.seq_lens[b * p.seq_lens_stride];
-  un.off = seq - p.cu_seqlens[(b + 1) * p.cu_stride];
-  un.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * un.e)));
+  un.begin = d.begin;
+  un.end = d.end;
+  un.ntiles = d.ntiles;
+  un.g = d.g;
+  un.e = d.e;
+  un.valid = d.valid;
+  un.off = d.off;
+  const long long phys = d.phys;
   constexpr int es = FMT == at::kBf16 ? 2 : 1;
   un.src.k = static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + un.g * p.k_stride[1]) * es;
   un.src.v = static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + un.g * p.v_stride[1]) * es;
@@ -434,7 +459,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
   const int G = p.num_q_heads / p.num_kv_heads, qpt = kTileRows / G;
   const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
 
-  Unit cur = decode_unit<FMT>(p, w, u, qpt);
+  Unit cur = decode_unit<FMT>(p, w, u);
   int qb = 0, pb = 0;
   at::issue_page_copy<FMT>(cur.src, page_buf(0), cur.valid, tid, kThreads);
   prefetch_scales<FMT>(cur.src, tid);
@@ -445,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
     const int un = u + gridDim.x;
     const bool has_next = un < total;
     Unit nxt;
-    if (has_next) nxt = decode_unit<FMT>(p, w, un, qpt);
+    if (has_next) nxt = decode_unit<FMT>(p, w, un);
     // This unit's page and first Q tile.
     at::cp_async_wait<0>();
     at::fence_view_async_shared();
@@ -588,6 +613,8 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
     plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
     plan_scan<<<1, kScanThreads, 0, stream>>>(p, w, kTileRows / G);
     plan_fill<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
+    plan_units<<<static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads), kPlanThreads, 0, stream>>>(
+        p, w, kTileRows / G);
     err = cudaGetLastError();
   }
   if (err == cudaSuccess && p.stop_after != 1) {

@@ -6,7 +6,7 @@
 //   1. plan: per KV head, a CSR from every (request, logical page) "row" to the
 //      (query, top-k slot) entries that selected it (D1 validation, duplicates once):
 //      a counting pass with atomics, one exclusive scan (rows and work units), a fill
-//      pass. The order inside a row is not fixed, and does not need to be: every entry's
+//      pass, a pass writing each work unit's resolved descriptor. The order inside a row is not fixed, and does not need to be: every entry's
 //      partial depends only on its own query row and page, never on its tile neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
 //      rows) walk work units = (row, up to kTilesPerUnit M-tiles). The page is loaded
