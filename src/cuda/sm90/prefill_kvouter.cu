@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "cuda/sm90/attn_tile.cuh"
@@ -18,8 +19,9 @@ constexpr int kThreads = 256;         // 2 consumer warpgroups
 constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
 constexpr int kTilesPerUnit = 8;      // M-tiles per work unit (one page load each)
 constexpr int kPlanThreads = 256;
-constexpr int kScanThreads = 512;
-constexpr int kScanItems = 8;
+constexpr int kScanThreads = 256;                      // row scans: reduce, then scan
+constexpr int kScanItems = 16;
+constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
@@ -38,6 +40,7 @@ struct Workspace {
   int* counts = nullptr;     // [N] entries per row (zeroed, consumed by the fill)
   int* row_ptr = nullptr;    // [N+1]
   int* unit_ptr = nullptr;   // [N+1] work units before each row
+  int2* block_sums = nullptr;  // [scan blocks] (entries, units) per block of kScanRows rows
   UnitDesc* units = nullptr; // [unit capacity]
   int* list = nullptr;       // [Hkv * T * K] (query << 4) | slot
   unsigned* vmask = nullptr; // [T * Hkv] valid slots (bit k)
@@ -62,30 +65,32 @@ std::int64_t unit_capacity(const PrefillParams& p) {
 
 Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
-  const std::int64_t sizes[8] = {N * 4,
-                                 (N + 1) * 4,
-                                 (N + 1) * 4,
-                                 unit_capacity(p) * static_cast<std::int64_t>(sizeof(UnitDesc)),
-                                 p.num_kv_heads * T * K * 4,
-                                 T * p.num_kv_heads * 4,
-                                 K * T * p.num_q_heads * 128 * 2,
-                                 K * T * p.num_q_heads * 4};
   Workspace w;
+  const std::int64_t sizes[9] = {N * 4,
+                                  (N + 1) * 4,
+                                  (N + 1) * 4,
+                                  (N + kScanRows - 1) / kScanRows * 8,
+                                  unit_capacity(p) * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                  p.num_kv_heads * T * K * 4,
+                                  T * p.num_kv_heads * 4,
+                                  K * T * p.num_q_heads * 128 * 2,
+                                  K * T * p.num_q_heads * 4};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
-  void* ptrs[8];
-  for (int i = 0; i < 8; ++i) {
+  void* ptrs[9];
+  for (int i = 0; i < 9; ++i) {
     ptrs[i] = b ? b + off : nullptr;
     off += align256(sizes[i]);
   }
   w.counts = static_cast<int*>(ptrs[0]);
   w.row_ptr = static_cast<int*>(ptrs[1]);
   w.unit_ptr = static_cast<int*>(ptrs[2]);
-  w.units = static_cast<UnitDesc*>(ptrs[3]);
-  w.list = static_cast<int*>(ptrs[4]);
-  w.vmask = static_cast<unsigned*>(ptrs[5]);
-  w.o_part = static_cast<std::uint16_t*>(ptrs[6]);
-  w.lse_part = static_cast<float*>(ptrs[7]);
+  w.block_sums = static_cast<int2*>(ptrs[3]);
+  w.units = static_cast<UnitDesc*>(ptrs[4]);
+  w.list = static_cast<int*>(ptrs[5]);
+  w.vmask = static_cast<unsigned*>(ptrs[6]);
+  w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
+  w.lse_part = static_cast<float*>(ptrs[8]);
   w.bytes = off;
   return w;
 }
@@ -152,41 +157,76 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
     if ((mask >> k) & 1u) atomicAdd(&w.counts[base + e[k]], 1);
 }
 
-// One CTA: exclusive scans of the row counts and of the work units per row.
-__global__ void __launch_bounds__(kScanThreads) plan_scan(const PrefillParams p, Workspace w, int qpt) {
+// Exclusive scans of the entries per row (row_ptr) and of the work units per row
+// (unit_ptr, ceil(ceil(n / qpt) / kTilesPerUnit) for n entries), reduce-then-scan over
+// blocks of kScanRows rows: scan_reduce (block totals), scan_blocks (one CTA: block
+// offsets, in place, and the totals row_ptr[N], unit_ptr[N]), scan_rows.
+__device__ __forceinline__ int units_of(int n, int qpt) {
+  return ((n + qpt - 1) / qpt + kTilesPerUnit - 1) / kTilesPerUnit;
+}
+
+__device__ __forceinline__ void load_scan_items(const PrefillParams& p, const Workspace& w, int qpt,
+                                                int (&ce)[kScanItems], int (&cu)[kScanItems]) {
+  const long long N = num_csr_rows(p);
+#pragma unroll
+  for (int i = 0; i < kScanItems; ++i) {
+    const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
+    ce[i] = r < N ? w.counts[r] : 0;
+    cu[i] = units_of(ce[i], qpt);
+  }
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams p, Workspace w, int qpt) {
+  using Reduce = cub::BlockReduce<int, kScanThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  int ce[kScanItems], cu[kScanItems];
+  load_scan_items(p, w, qpt, ce, cu);
+  const int se = Reduce(tmp).Sum(ce);
+  __syncthreads();
+  const int su = Reduce(tmp).Sum(cu);
+  if (threadIdx.x == 0) w.block_sums[blockIdx.x] = make_int2(se, su);
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_blocks(const PrefillParams p, Workspace w, int nblocks) {
   using Scan = cub::BlockScan<int, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
-  const long long N = num_csr_rows(p);
   int carry_e = 0, carry_u = 0;
-  for (long long base = 0; base < N; base += kScanThreads * kScanItems) {
-    int ce[kScanItems], cu[kScanItems];
-#pragma unroll
-    for (int i = 0; i < kScanItems; ++i) {
-      const long long r = base + threadIdx.x * kScanItems + i;
-      const int n = r < N ? w.counts[r] : 0;
-      const int tiles = (n + qpt - 1) / qpt;
-      ce[i] = n;
-      cu[i] = (tiles + kTilesPerUnit - 1) / kTilesPerUnit;
-    }
-    int agg_e, agg_u;
-    Scan(tmp).ExclusiveSum(ce, ce, agg_e);
+  for (int base = 0; base < nblocks; base += kScanThreads) {
+    const int i = base + threadIdx.x;
+    const int2 v = i < nblocks ? w.block_sums[i] : make_int2(0, 0);
+    int oe, ou, ae, au;
+    Scan(tmp).ExclusiveSum(v.x, oe, ae);
     __syncthreads();
-    Scan(tmp).ExclusiveSum(cu, cu, agg_u);
+    Scan(tmp).ExclusiveSum(v.y, ou, au);
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kScanItems; ++i) {
-      const long long r = base + threadIdx.x * kScanItems + i;
-      if (r < N) {
-        w.row_ptr[r] = carry_e + ce[i];
-        w.unit_ptr[r] = carry_u + cu[i];
-      }
-    }
-    carry_e += agg_e;
-    carry_u += agg_u;
+    if (i < nblocks) w.block_sums[i] = make_int2(carry_e + oe, carry_u + ou);
+    carry_e += ae;
+    carry_u += au;
   }
   if (threadIdx.x == 0) {
+    const long long N = num_csr_rows(p);
     w.row_ptr[N] = carry_e;
     w.unit_ptr[N] = carry_u;
+  }
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p, Workspace w, int qpt) {
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  int ce[kScanItems], cu[kScanItems];
+  load_scan_items(p, w, qpt, ce, cu);
+  Scan(tmp).ExclusiveSum(ce, ce);
+  __syncthreads();
+  Scan(tmp).ExclusiveSum(cu, cu);
+  const int2 off = w.block_sums[blockIdx.x];
+  const long long N = num_csr_rows(p);
+#pragma unroll
+  for (int i = 0; i < kScanItems; ++i) {
+    const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
+    if (r < N) {
+      w.row_ptr[r] = off.x + ce[i];
+      w.unit_ptr[r] = off.y + cu[i];
+    }
   }
 }
 
@@ -608,13 +648,20 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const long long N = num_csr_rows(p);
   const long long th = static_cast<long long>(p.num_rows) * p.num_kv_heads;
   const unsigned plan_blocks = static_cast<unsigned>((th + kPlanThreads - 1) / kPlanThreads);
+  const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
+  const int qpt = kTileRows / G;
+  const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
   err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N) * 4, stream);
   if (err == cudaSuccess) {
     plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
-    plan_scan<<<1, kScanThreads, 0, stream>>>(p, w, kTileRows / G);
+    scan_reduce<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+    scan_blocks<<<1, kScanThreads, 0, stream>>>(p, w, static_cast<int>(scan_blocks_n));
+    scan_rows<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) {
     plan_fill<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
-    plan_units<<<static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads), kPlanThreads, 0, stream>>>(
-        p, w, kTileRows / G);
+    plan_units<<<row_blocks, kPlanThreads, 0, stream>>>(p, w, qpt);
     err = cudaGetLastError();
   }
   if (err == cudaSuccess && p.stop_after != 1) {

@@ -5,9 +5,11 @@
 // comes from cudaMallocAsync / cudaFreeAsync on the stream):
 //   1. plan: per KV head, a CSR from every (request, logical page) "row" to the
 //      (query, top-k slot) entries that selected it (D1 validation, duplicates once):
-//      a counting pass with atomics, one exclusive scan (rows and work units), a fill
-//      pass, a pass writing each work unit's resolved descriptor. The order inside a row is not fixed, and does not need to be: every entry's
-//      partial depends only on its own query row and page, never on its tile neighbours.
+//      a counting pass with atomics, exclusive scans of entries and work units per row
+//      (reduce-then-scan), a fill pass, a pass writing each work unit's resolved
+//      descriptor. The order inside a row is not fixed, and does not need to be: every
+//      entry's partial depends only on its own query row and page, never on its tile
+//      neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
 //      rows) walk work units = (row, up to kTilesPerUnit M-tiles). The page is loaded
 //      once per unit (double-buffered across units), the Q tiles are gathered with
