@@ -37,13 +37,13 @@ struct __align__(16) UnitDesc {
 
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
-  int* counts = nullptr;     // [N] entries per row (zeroed, consumed by the fill)
-  int* row_ptr = nullptr;    // [N+1]
-  int* unit_ptr = nullptr;   // [N+1] work units before each row
-  int2* block_sums = nullptr;  // [scan blocks] (entries, units) per block of kScanRows rows
-  UnitDesc* units = nullptr; // [unit capacity]
-  int* list = nullptr;       // [Hkv * T * K] (query << 4) | slot
-  unsigned* vmask = nullptr; // [T * Hkv] valid slots (bit k)
+  int* counts = nullptr;            // [N] entries per row (zeroed, consumed by the fill)
+  int* row_ptr = nullptr;           // [N+1]
+  int* unit_ptr = nullptr;          // [N+1] work units before each row
+  int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
+  UnitDesc* units = nullptr;        // [unit capacity]
+  int* list = nullptr;              // [Hkv * T * K] (query << 4) | slot
+  unsigned* vmask = nullptr;        // [T * Hkv] valid slots (bit k)
   std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128]
   float* lse_part = nullptr;        // f32 [K, T, Hq]
   std::int64_t bytes = 0;
@@ -67,14 +67,14 @@ Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
   const std::int64_t sizes[9] = {N * 4,
-                                  (N + 1) * 4,
-                                  (N + 1) * 4,
-                                  (N + kScanRows - 1) / kScanRows * 8,
-                                  unit_capacity(p) * static_cast<std::int64_t>(sizeof(UnitDesc)),
-                                  p.num_kv_heads * T * K * 4,
-                                  T * p.num_kv_heads * 4,
-                                  K * T * p.num_q_heads * 128 * 2,
-                                  K * T * p.num_q_heads * 4};
+                                 (N + 1) * 4,
+                                 (N + 1) * 4,
+                                 (N + kScanRows - 1) / kScanRows * 8,
+                                 unit_capacity(p) * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                 p.num_kv_heads * T * K * 4,
+                                 T * p.num_kv_heads * 4,
+                                 K * T * p.num_q_heads * 128 * 2,
+                                 K * T * p.num_q_heads * 4};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
   void* ptrs[9];
