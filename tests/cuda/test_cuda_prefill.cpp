@@ -41,6 +41,7 @@ struct Case {
   bool messy = false;
   bool local_first = false;  // vLLM order: the local page in slot 0
   bool nan_slots = true;     // unused token slots / unmapped pages hold NaN bytes
+  int topk_k = 16;           // K of the top-k tensor [T, Hkv, K]
   std::uint64_t seed = 1;
 };
 
@@ -156,14 +157,15 @@ Inputs make_inputs(const Case& c) {
     }
   }
   if (c.nan_slots) poison_unused_slots(c, in);
-  // top-k: local page + up to 15 random history pages, -1 padded (D1); storage token- or
-  // head-major, always seen through a token-major [T, Hkv, 16] view.
+  // top-k: local page + up to K-1 random history pages, -1 padded (D1); storage token- or
+  // head-major, always seen through a token-major [T, Hkv, K] view.
+  const int K = c.topk_k;
   if (c.head_major_topk) {
-    in.topk.reset(DType::i32, {c.hkv, in.T, 16});
-    in.topk_view = make_strided_view(in.topk.view().data, DType::i32, {in.T, c.hkv, 16},
-                                     {16, static_cast<std::int64_t>(in.T) * 16, 1});
+    in.topk.reset(DType::i32, {c.hkv, in.T, K});
+    in.topk_view = make_strided_view(in.topk.view().data, DType::i32, {in.T, c.hkv, K},
+                                     {K, static_cast<std::int64_t>(in.T) * K, 1});
   } else {
-    in.topk.reset(DType::i32, {in.T, c.hkv, 16});
+    in.topk.reset(DType::i32, {in.T, c.hkv, K});
     in.topk_view = in.topk.view();
   }
   for (int b = 0; b < B; ++b)
@@ -175,13 +177,13 @@ Inputs make_inputs(const Case& c) {
         std::vector<std::int32_t> hist(static_cast<std::size_t>(local));
         for (int i = 0; i < local; ++i) hist[static_cast<std::size_t>(i)] = i;
         std::shuffle(hist.begin(), hist.end(), rng);
-        const int nh = std::min(local, 15);
-        for (int k = 0; k < 16; ++k) e[k] = -1;
+        const int nh = std::min(local, K - 1);
+        for (int k = 0; k < K; ++k) e[k] = -1;
         for (int k = 0; k < nh; ++k) e[k] = hist[static_cast<std::size_t>(k)];
         e[nh] = local;
         if (c.local_first) std::rotate(e, e + nh, e + nh + 1);
         if (c.messy) {
-          if (nh + 1 < 16) e[nh + 1] = local + 1;  // future page: ignored
+          if (nh + 1 < K) e[nh + 1] = local + 1;   // future page: ignored
           if (nh >= 2) e[1] = e[0];                // duplicate: counted once
           if (nh >= 3) e[2] = 1 << 30;             // out of range: ignored
         }
@@ -338,7 +340,8 @@ TEST(CudaPrefill, BitwiseDeterministic) {
 }
 
 // Random batches of 1..8 requests: q_len 1..200 (often 1), prefix 0, page-aligned or
-// ending mid-page; every format and head split; messy or local-first top-k; LSE on/off.
+// ending mid-page; every format and head split; messy or local-first top-k; top-k width K
+// 5 or 16; LSE on/off.
 TEST(CudaPrefill, RandomBatches) {
   REQUIRE_GPU();
   const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}};
@@ -360,6 +363,7 @@ TEST(CudaPrefill, RandomBatches) {
     c.messy = it % 2 == 0;
     c.local_first = it % 3 != 1;
     c.v_swizzled = it % 4 == 3;
+    c.topk_k = it % 4 == 1 ? 5 : 16;  // K < 16: fewer slots and partials
     c.seed = 100 + it;
     check_case(c, "random batch " + std::to_string(it) + " (" + kv_format_name(c.format) + " " +
                       std::to_string(c.hq) + "/" + std::to_string(c.hkv) + ", B " + std::to_string(B) + ")");
