@@ -292,26 +292,15 @@ struct Smem {
 };
 
 // A work unit as the attention kernel uses it: the descriptor plus the page's addresses.
-struct Unit {
-  int begin = 0, end = 0;  // entries [begin, end) of w.list
-  int ntiles = 0;
-  int g = 0, e = 0, valid = 0;
-  long long off = 0;       // query position = t + off
+struct Unit : UnitDesc {
   at::PageSrc src;
 };
 
 template <int FMT>
 __device__ __forceinline__ Unit decode_unit(const PrefillParams& p, const Workspace& w, int u) {
-  const UnitDesc d = w.units[u];
   Unit un;
-  un.begin = d.begin;
-  un.end = d.end;
-  un.ntiles = d.ntiles;
-  un.g = d.g;
-  un.e = d.e;
-  un.valid = d.valid;
-  un.off = d.off;
-  const long long phys = d.phys;
+  static_cast<UnitDesc&>(un) = w.units[u];
+  const long long phys = un.phys;
   constexpr int es = FMT == at::kBf16 ? 2 : 1;
   un.src.k = static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + un.g * p.k_stride[1]) * es;
   un.src.v = static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + un.g * p.v_stride[1]) * es;
@@ -345,7 +334,7 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Works
   if (ok) {
     entry = w.list[idx];
     const int t = entry >> 4;
-    const long long pos = t + un.off;
+    const long long pos = static_cast<long long>(t) + un.off;
     lim = (pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127;
     src += (static_cast<long long>(t) * p.q_row_stride +
             static_cast<long long>(un.g * G + r % G) * p.q_head_stride) * es;
