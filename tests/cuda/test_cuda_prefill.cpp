@@ -391,7 +391,10 @@ TEST(CudaPrefill, GraphCapture) {
 // garbage there.
 TEST(CudaPrefill, QueryOuterStillMatches) {
   REQUIRE_GPU();
-  ::setenv("FLASHMSA_PREFILL_KERNEL", "query_outer", 1);
+  struct EnvGuard {  // unset even when a check bails out of the test early
+    EnvGuard() { ::setenv("FLASHMSA_PREFILL_KERNEL", "query_outer", 1); }
+    ~EnvGuard() { ::unsetenv("FLASHMSA_PREFILL_KERNEL"); }
+  } guard;
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
     Case c;
     c.reqs = kMixed;
@@ -402,7 +405,6 @@ TEST(CudaPrefill, QueryOuterStillMatches) {
     c.nan_slots = false;
     check_case(c, std::string("query-outer ") + kv_format_name(f));
   }
-  ::unsetenv("FLASHMSA_PREFILL_KERNEL");
 }
 
 }  // namespace
