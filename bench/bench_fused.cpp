@@ -23,7 +23,10 @@
 #include "flashmsa/flashmsa.h"
 #include "flashmsa/fused.h"
 
+#include "bench_util.h"
+
 using namespace flashmsa;
+using flashmsa::bench::split;
 
 namespace {
 
@@ -37,14 +40,6 @@ constexpr double kPeakGBs = 4200.0;
       return 1;                                                                               \
     }                                                                                         \
   } while (0)
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
 
 struct DevBuf {
   void* p = nullptr;

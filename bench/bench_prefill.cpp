@@ -1,15 +1,26 @@
-// Prefill sparse attention benchmark (issue: Hopper prefill): one request of q_len new
-// tokens after `prefix` cached ones, top-16 pages per (row, KV head) chosen at random
-// with the local page forced, shuffled block table; each format. Median of `--reps`
-// CUDA-event timings after warm-up; effective TFLOP/s over the keys actually visible to
-// each query (4 x 128 x Hq per query-key pair), as a fraction of the measured H200
-// peaks (BF16 807, FP8 1487 TFLOP/s).
+// Prefill sparse attention benchmark (issue 4: Hopper prefill): one request of q_len new
+// tokens after `prefix` cached ones, top-16 pages per (row, KV head) with the local page
+// forced, shuffled block table; each format; both kernels (KV-outer, the default, and the
+// v1 query-outer one via FLASHMSA_PREFILL_KERNEL=query_outer) in the same run. Median
+// of `--reps` CUDA-event timings after warm-up; effective TFLOP/s over the keys actually
+// visible to each query (4 x 128 x Hq per query-key pair), as a fraction of the measured
+// H200 peaks (BF16 807, FP8 1487 TFLOP/s). For KV-outer the breakdown plan / attention /
+// combine comes from FLASHMSA_PREFILL_STOP_AFTER=plan|attention runs (differences of
+// medians).
 //
-//   build/bench_prefill [--cases "16/1:8192:0,16/1:8192:32768,..."] [--reps 10] [--csv FILE]
+// Selections (--selection, comma list):
+//   random  : 15 distinct uniformly random history pages per (row, KV head);
+//   indexer : "real-indexer-like": blocks of 64 neighbouring rows share a random base
+//             set of 15 history pages, each row replaces 2 of them at random.
+//
+//   build-pre/bench_prefill [--cases "16/1:8192:0,16/1:8192:32768,..."] [--reps 10]
+//       [--selection random,indexer] [--kernels kv_outer,query_outer] [--csv FILE]
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <string>
@@ -17,7 +28,10 @@
 
 #include "flashmsa/flashmsa.h"
 
+#include "bench_util.h"
+
 using namespace flashmsa;
+using flashmsa::bench::split;
 
 namespace {
 
@@ -27,13 +41,63 @@ struct Shape {
 
 std::vector<Shape> parse(const std::string& s) {
   std::vector<Shape> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : split(s)) {
     Shape sh{};
     if (std::sscanf(item.c_str(), "%d/%d:%d:%d", &sh.hq, &sh.hkv, &sh.q_len, &sh.prefix) == 4) out.push_back(sh);
   }
   return out;
+}
+
+// Top-16 rows [T, hkv, 16]; returns the visible (query, key) pairs per KV head summed.
+double make_topk(const Shape& sh, const std::string& selection, std::mt19937_64& rng,
+                 std::vector<std::int32_t>& topk) {
+  const int T = sh.q_len;
+  topk.assign(static_cast<size_t>(T) * sh.hkv * 16, -1);
+  double pairs = 0;
+  std::vector<int> base;
+  auto draw = [&](int local, std::vector<int>& into, int n) {  // distinct, not in `into`
+    while (static_cast<int>(into.size()) < n) {
+      const int cand = static_cast<int>(rng() % static_cast<std::uint64_t>(local));
+      if (std::find(into.begin(), into.end(), cand) == into.end()) into.push_back(cand);
+    }
+  };
+  for (int g = 0; g < sh.hkv; ++g)
+    for (int j = 0; j < T; ++j) {
+      const int pos = sh.prefix + j, local = pos / 128;
+      const int nh = std::min(local, 15);
+      if (g == 0) pairs += static_cast<double>(sh.hkv) * (nh * 128 + pos % 128 + 1);
+      std::vector<int> pick;
+      if (selection == "indexer" && nh == 15) {
+        if (j % 64 == 0 || static_cast<int>(base.size()) != 15 || base.back() >= local) {
+          base.clear();
+          draw(local, base, 15);
+        }
+        pick = base;
+        for (int r = 0; r < 2; ++r) pick.erase(pick.begin() + static_cast<long>(rng() % pick.size()));
+        draw(local, pick, 15);
+      } else {
+        draw(local, pick, nh);
+      }
+      std::int32_t* e = topk.data() + (static_cast<size_t>(j) * sh.hkv + g) * 16;
+      for (int k = 0; k < nh; ++k) e[k] = pick[static_cast<size_t>(k)];
+      e[nh] = local;
+    }
+  return pairs;
+}
+
+// Median milliseconds of `reps` calls after 2 warm-ups; negative on failure.
+float time_call(const SparseAttentionPrefillArgs& a, int reps, cudaEvent_t e0, cudaEvent_t e1) {
+  std::vector<float> ms;
+  for (int r = 0; r < reps + 2; ++r) {
+    if (cudaEventRecord(e0) != cudaSuccess) return -1;
+    if (!sparse_attention_prefill(a).ok()) return -1;
+    if (cudaEventRecord(e1) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) return -1;
+    float t = 0;
+    if (cudaEventElapsedTime(&t, e0, e1) != cudaSuccess) return -1;
+    if (r >= 2) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 #define CK(x)                                                                                 \
@@ -49,122 +113,133 @@ std::vector<Shape> parse(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string cases = "16/1:8192:0,16/1:8192:32768,16/1:16384:114688,64/4:8192:0,64/4:8192:32768";
-  std::string csv;
+  std::string csv, selections = "random,indexer", kernels = "kv_outer,query_outer";
   int reps = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") cases = argv[i + 1];
     else if (a == "--reps") reps = std::stoi(argv[i + 1]);
     else if (a == "--csv") csv = argv[i + 1];
+    else if (a == "--selection") selections = argv[i + 1];
+    else if (a == "--kernels") kernels = argv[i + 1];
+  }
+  // The KV-outer path takes its workspace from the stream-ordered pool: keep what it
+  // frees instead of returning it to the OS at every synchronisation.
+  {
+    int dev = 0;
+    cudaMemPool_t pool;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    std::uint64_t keep = UINT64_MAX;
+    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
   FILE* fp = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
-  if (fp) std::fprintf(fp, "hq,hkv,q_len,prefix,format,us,tflops,frac_of_peak\n");
-  for (const Shape& sh : parse(cases)) {
-    const int T = sh.q_len, seq = sh.q_len + sh.prefix, pages = (seq + 127) / 128;
-    std::mt19937_64 rng(7);
-    std::vector<std::int32_t> perm(static_cast<size_t>(pages));
-    for (int i = 0; i < pages; ++i) perm[static_cast<size_t>(i)] = i;
-    std::shuffle(perm.begin(), perm.end(), rng);
-    std::vector<std::int32_t> topk(static_cast<size_t>(T) * sh.hkv * 16, -1);
-    double pairs = 0;  // visible (query, key) pairs
-    for (int j = 0; j < T; ++j) {
-      const int pos = sh.prefix + j, local = pos / 128;
-      const int nh = std::min(local, 15);
-      pairs += static_cast<double>(sh.hkv) * (nh * 128 + pos % 128 + 1);
-      for (int g = 0; g < sh.hkv; ++g) {
-        std::int32_t* e = topk.data() + (static_cast<size_t>(j) * sh.hkv + g) * 16;
-        for (int k = 0; k < nh; ++k) {
-          int cand;
-          bool dup;
-          do {  // distinct random history pages
-            cand = static_cast<int>(rng() % static_cast<std::uint64_t>(local));
-            dup = std::find(e, e + k, cand) != e + k;
-          } while (dup);
-          e[k] = cand;
+  if (fp)
+    std::fprintf(fp, "hq,hkv,q_len,prefix,selection,format,kernel,us,tflops,frac_of_peak,plan_us,attention_us,combine_us\n");
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (const Shape& sh : parse(cases))
+    for (const std::string& sel : split(selections)) {
+      const int T = sh.q_len, seq = sh.q_len + sh.prefix, pages = (seq + 127) / 128;
+      std::mt19937_64 rng(7);
+      std::vector<std::int32_t> perm(static_cast<size_t>(pages));
+      for (int i = 0; i < pages; ++i) perm[static_cast<size_t>(i)] = i;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::vector<std::int32_t> topk;
+      const double pairs = make_topk(sh, sel, rng, topk);
+      const double flops = 4.0 * 128 * (sh.hq / sh.hkv) * pairs;
+      std::int32_t cu_h[2] = {0, T}, seq_h[1] = {seq};
+      for (KvFormat fmt : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+        const bool fp8q = fmt != KvFormat::bf16;
+        const std::int64_t dlast = fmt == KvFormat::nvfp4 ? 64 : 128;
+        const std::int64_t es = fmt == KvFormat::bf16 ? 2 : 1;
+        const std::int64_t side = static_cast<std::int64_t>(pages) * sh.hkv * 128 * dlast * es;
+        void *q, *k, *v, *ks = nullptr, *vs = nullptr, *out, *d_topk, *bt, *cu, *sl;
+        CK(cudaMalloc(&q, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
+        CK(cudaMalloc(&k, static_cast<size_t>(side)));
+        CK(cudaMalloc(&v, static_cast<size_t>(side)));
+        if (fmt == KvFormat::nvfp4) {
+          CK(cudaMalloc(&ks, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CK(cudaMalloc(&vs, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CK(cudaMemset(ks, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CK(cudaMemset(vs, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
         }
-        e[nh] = local;
+        CK(cudaMalloc(&out, static_cast<size_t>(T) * sh.hq * 128 * 2));
+        CK(cudaMalloc(&d_topk, topk.size() * 4));
+        CK(cudaMalloc(&bt, static_cast<size_t>(pages) * 4));
+        CK(cudaMalloc(&cu, 8));
+        CK(cudaMalloc(&sl, 4));
+        CK(cudaMemset(q, 0x22, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
+        CK(cudaMemset(k, 0x22, static_cast<size_t>(side)));
+        CK(cudaMemset(v, 0x22, static_cast<size_t>(side)));
+        CK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(bt, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(cu, cu_h, 8, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(sl, seq_h, 4, cudaMemcpyHostToDevice));
+        const DType ddt = fmt == KvFormat::bf16 ? DType::bf16 : fmt == KvFormat::fp8 ? DType::e4m3 : DType::u8;
+        SparseAttentionPrefillArgs a;
+        a.q = make_view(q, fp8q ? DType::e4m3 : DType::bf16, {T, sh.hq, 128}, Device::cuda);
+        a.kv.format = fmt;
+        a.kv.k.data = make_view(k, ddt, {pages, sh.hkv, 128, dlast}, Device::cuda);
+        a.kv.v.data = make_view(v, ddt, {pages, sh.hkv, 128, dlast}, Device::cuda);
+        if (ks) {
+          a.kv.k.block_scale = make_view(ks, DType::e4m3, {pages, sh.hkv, 128, 8}, Device::cuda);
+          a.kv.v.block_scale = make_view(vs, DType::e4m3, {pages, sh.hkv, 128, 8}, Device::cuda);
+        }
+        a.topk_indices = make_view(d_topk, DType::i32, {T, sh.hkv, 16}, Device::cuda);
+        a.block_table = make_view(bt, DType::i32, {1, pages}, Device::cuda);
+        a.cu_seqlens_q = make_view(cu, DType::i32, {2}, Device::cuda);
+        a.seq_lens = make_view(sl, DType::i32, {1}, Device::cuda);
+        a.q_scale = fp8q ? 0.05f : 1.0f;
+        a.out = make_view(out, DType::bf16, {T, sh.hq, 128}, Device::cuda);
+        const double peak = fp8q ? 1487.0 : 807.0;
+        for (const std::string& kern : split(kernels)) {
+          const bool kv = kern == "kv_outer";
+          if (kv) unsetenv("FLASHMSA_PREFILL_KERNEL");
+          else setenv("FLASHMSA_PREFILL_KERNEL", "query_outer", 1);
+          Status st = sparse_attention_prefill(a);
+          if (!st.ok()) {
+            std::fprintf(stderr, "%s\n", st.message().c_str());
+            return 1;
+          }
+          CK(cudaDeviceSynchronize());
+          const float ms_all = time_call(a, reps, e0, e1);
+          float ms_plan = 0, ms_attn = 0;
+          if (kv) {
+            setenv("FLASHMSA_PREFILL_STOP_AFTER", "plan", 1);
+            ms_plan = time_call(a, reps, e0, e1);
+            setenv("FLASHMSA_PREFILL_STOP_AFTER", "attention", 1);
+            ms_attn = time_call(a, reps, e0, e1);
+            unsetenv("FLASHMSA_PREFILL_STOP_AFTER");
+          }
+          CK(cudaGetLastError());
+          if (ms_all < 0 || ms_plan < 0 || ms_attn < 0) {
+            std::fprintf(stderr, "timing failed\n");
+            return 1;
+          }
+          const double us = ms_all * 1000.0, tf = flops / (us * 1e-6) / 1e12;
+          const double plan_us = ms_plan * 1000.0, attn_us = (ms_attn - ms_plan) * 1000.0,
+                       comb_us = (ms_all - ms_attn) * 1000.0;
+          std::printf("prefill %2d/%d q_len %6d prefix %7d %-7s %-5s %-11s %10.1f us %7.1f TFLOP/s %5.1f%% of %s",
+                      sh.hq, sh.hkv, sh.q_len, sh.prefix, sel.c_str(), kv_format_name(fmt), kern.c_str(), us, tf,
+                      100 * tf / peak, fp8q ? "FP8" : "BF16");
+          if (kv) std::printf("  (plan %.1f, attention %.1f, combine %.1f us)", plan_us, attn_us, comb_us);
+          std::printf("\n");
+          std::fflush(stdout);
+          if (fp) {
+            std::fprintf(fp, "%d,%d,%d,%d,%s,%s,%s,%.2f,%.2f,%.4f,", sh.hq, sh.hkv, sh.q_len, sh.prefix, sel.c_str(),
+                         kv_format_name(fmt), kern.c_str(), us, tf, tf / peak);
+            if (kv) std::fprintf(fp, "%.2f,%.2f,%.2f\n", plan_us, attn_us, comb_us);
+            else std::fprintf(fp, ",,\n");
+          }
+        }
+        unsetenv("FLASHMSA_PREFILL_KERNEL");
+        for (void* p : {q, k, v, ks, vs, out, d_topk, bt, cu, sl}) cudaFree(p);
       }
     }
-    const double flops = 4.0 * 128 * (sh.hq / sh.hkv) * pairs;
-    std::int32_t cu_h[2] = {0, T}, seq_h[1] = {seq};
-    for (KvFormat fmt : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
-      const bool fp8q = fmt != KvFormat::bf16;
-      const std::int64_t dlast = fmt == KvFormat::nvfp4 ? 64 : 128;
-      const std::int64_t es = fmt == KvFormat::bf16 ? 2 : 1;
-      const std::int64_t side = static_cast<std::int64_t>(pages) * sh.hkv * 128 * dlast * es;
-      void *q, *k, *v, *ks = nullptr, *vs = nullptr, *out, *d_topk, *bt, *cu, *sl;
-      CK(cudaMalloc(&q, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
-      CK(cudaMalloc(&k, static_cast<size_t>(side)));
-      CK(cudaMalloc(&v, static_cast<size_t>(side)));
-      if (fmt == KvFormat::nvfp4) {
-        CK(cudaMalloc(&ks, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-        CK(cudaMalloc(&vs, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-        CK(cudaMemset(ks, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-        CK(cudaMemset(vs, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-      }
-      CK(cudaMalloc(&out, static_cast<size_t>(T) * sh.hq * 128 * 2));
-      CK(cudaMalloc(&d_topk, topk.size() * 4));
-      CK(cudaMalloc(&bt, static_cast<size_t>(pages) * 4));
-      CK(cudaMalloc(&cu, 8));
-      CK(cudaMalloc(&sl, 4));
-      CK(cudaMemset(q, 0x22, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
-      CK(cudaMemset(k, 0x22, static_cast<size_t>(side)));
-      CK(cudaMemset(v, 0x22, static_cast<size_t>(side)));
-      CK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
-      CK(cudaMemcpy(bt, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
-      CK(cudaMemcpy(cu, cu_h, 8, cudaMemcpyHostToDevice));
-      CK(cudaMemcpy(sl, seq_h, 4, cudaMemcpyHostToDevice));
-      const DType ddt = fmt == KvFormat::bf16 ? DType::bf16 : fmt == KvFormat::fp8 ? DType::e4m3 : DType::u8;
-      SparseAttentionPrefillArgs a;
-      a.q = make_view(q, fp8q ? DType::e4m3 : DType::bf16, {T, sh.hq, 128}, Device::cuda);
-      a.kv.format = fmt;
-      a.kv.k.data = make_view(k, ddt, {pages, sh.hkv, 128, dlast}, Device::cuda);
-      a.kv.v.data = make_view(v, ddt, {pages, sh.hkv, 128, dlast}, Device::cuda);
-      if (ks) {
-        a.kv.k.block_scale = make_view(ks, DType::e4m3, {pages, sh.hkv, 128, 8}, Device::cuda);
-        a.kv.v.block_scale = make_view(vs, DType::e4m3, {pages, sh.hkv, 128, 8}, Device::cuda);
-      }
-      a.topk_indices = make_view(d_topk, DType::i32, {T, sh.hkv, 16}, Device::cuda);
-      a.block_table = make_view(bt, DType::i32, {1, pages}, Device::cuda);
-      a.cu_seqlens_q = make_view(cu, DType::i32, {2}, Device::cuda);
-      a.seq_lens = make_view(sl, DType::i32, {1}, Device::cuda);
-      a.q_scale = fp8q ? 0.05f : 1.0f;
-      a.out = make_view(out, DType::bf16, {T, sh.hq, 128}, Device::cuda);
-      Status st = sparse_attention_prefill(a);
-      if (!st.ok()) {
-        std::fprintf(stderr, "%s\n", st.message().c_str());
-        return 1;
-      }
-      CK(cudaDeviceSynchronize());
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<float> ms;
-      for (int r = 0; r < reps + 2; ++r) {
-        CK(cudaEventRecord(e0));
-        sparse_attention_prefill(a);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float t = 0;
-        CK(cudaEventElapsedTime(&t, e0, e1));
-        if (r >= 2) ms.push_back(t);
-      }
-      std::sort(ms.begin(), ms.end());
-      const double us = ms[ms.size() / 2] * 1000.0;
-      const double tf = flops / (us * 1e-6) / 1e12;
-      const double peak = fp8q ? 1487.0 : 807.0;
-      std::printf("prefill %2d/%d q_len %6d prefix %7d  %-5s  %10.1f us  %7.1f TFLOP/s  %5.1f%% of %s peak\n",
-                  sh.hq, sh.hkv, sh.q_len, sh.prefix, kv_format_name(fmt), us, tf, 100 * tf / peak,
-                  fp8q ? "FP8" : "BF16");
-      std::fflush(stdout);
-      if (fp)
-        std::fprintf(fp, "%d,%d,%d,%d,%s,%.2f,%.2f,%.4f\n", sh.hq, sh.hkv, sh.q_len, sh.prefix,
-                     kv_format_name(fmt), us, tf, tf / peak);
-      for (void* p : {q, k, v, ks, vs, out, d_topk, bt, cu, sl}) cudaFree(p);
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
-    }
-  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
   if (fp) std::fclose(fp);
   return 0;
 }

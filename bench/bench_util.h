@@ -15,7 +15,7 @@ constexpr double kCopyPeakTBs = 4.2;  // measured device copy on the H200 (read 
 constexpr std::int64_t kColdBytes = 3LL * 60 * 1024 * 1024;  // > 3x the H200's L2
 
 /// Comma (or `sep`) separated list, empty items dropped.
-inline std::vector<std::string> split(const std::string& s, char sep) {
+inline std::vector<std::string> split(const std::string& s, char sep = ',') {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;

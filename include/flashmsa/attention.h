@@ -48,6 +48,11 @@ struct SparseAttentionPrefillArgs {
 /// Sparse attention for chunked prefill: row j of request r sits at
 /// p = seq_len_r - q_len_r + j (D4). Errors: InvalidArgument naming the argument,
 /// Unsupported for a format pair outside D7 or a backend not built.
+/// CUDA: the KV-outer kernels (spec 3.5: plan, per-page attention, combine) run on
+/// `stream` with no host synchronisation and are graph-capturable; their workspace
+/// (about K x T x Hq x 260 bytes, mostly the BF16 partials) is taken with
+/// cudaMallocAsync from the device's default memory pool and freed on the stream.
+/// FLASHMSA_PREFILL_KERNEL=query_outer selects the v1 query-outer kernel instead.
 Status sparse_attention_prefill(const SparseAttentionPrefillArgs& args);
 
 /// Request metadata a decode plan is built for (capacity; values read at run time).

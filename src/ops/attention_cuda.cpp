@@ -1,6 +1,8 @@
 // SparseDecodePlan: lifetime, DecodePlanCache, and the CUDA (SM90) plan/run path.
 // The CPU path and all argument validation live in attention.cpp; run_cuda() receives
 // validated arguments.
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -9,6 +11,7 @@
 
 #ifdef FLASHMSA_WITH_CUDA
 #include "cuda/sm90/decode_attention.h"
+#include "cuda/sm90/prefill_kvouter.h"
 #endif
 
 namespace flashmsa {
@@ -95,10 +98,11 @@ void copy3(std::int64_t (&dst)[3], const TensorView& t) {
   dst[2] = t.stride[2];
 }
 
-/// Kernel parameters shared by prefill and decode (both argument structs name them alike).
-template <class Args>
-cuda::DecodeParams params_from(const Args& a) {
-  cuda::DecodeParams p;
+/// Kernel parameters shared by prefill and decode (both argument structs, and both
+/// parameter structs, name them alike).
+template <class P = cuda::DecodeParams, class Args>
+P params_from(const Args& a) {
+  P p;
   p.q = a.q.data;
   p.q_row_stride = a.q.stride[0];
   p.q_head_stride = a.q.stride[1];
@@ -163,13 +167,42 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
 }
 
 namespace detail {
+namespace {
+/// FLASHMSA_PREFILL_KERNEL=query_outer selects the v1 query-outer kernel shared with
+/// decode (kept for the side-by-side measurement of issue 4); anything else: KV-outer.
+bool prefill_query_outer() {
+  const char* e = std::getenv("FLASHMSA_PREFILL_KERNEL");
+  return e != nullptr && std::strcmp(e, "query_outer") == 0;
+}
+
+/// Benchmark hook FLASHMSA_PREFILL_STOP_AFTER=plan|attention (KV-outer only): the
+/// output is not written then; only bench_prefill's stage breakdown sets it.
+int prefill_stop_after() {
+  const char* e = std::getenv("FLASHMSA_PREFILL_STOP_AFTER");
+  if (e == nullptr) return 0;
+  if (std::strcmp(e, "plan") == 0) return 1;
+  if (std::strcmp(e, "attention") == 0) return 2;
+  return 0;
+}
+}  // namespace
+
 Status run_prefill_cuda(const SparseAttentionPrefillArgs& a) {
+  const char* op = "sparse_attention_prefill";
+  if (!prefill_query_outer()) {
+    auto p = params_from<cuda::PrefillParams>(a);
+    p.cu_seqlens = a.cu_seqlens_q.ptr<const std::int32_t>();
+    p.cu_stride = a.cu_seqlens_q.stride[0];
+    p.stop_after = prefill_stop_after();
+    const int err = cuda::launch_prefill_kvouter(p, static_cast<int>(a.kv.format), a.stream);
+    if (err != 0) return Status::Internal(op, std::string("KV-outer launch failed: ") + cuda::error_string(err));
+    return Status::Ok();
+  }
   cuda::DecodeParams p = params_from(a);
   p.cu_seqlens = a.cu_seqlens_q.ptr<const std::int32_t>();
   p.cu_stride = a.cu_seqlens_q.stride[0];
   p.queries_per_cta = cuda::queries_per_cta(true, 1, p.num_q_heads / p.num_kv_heads);
   p.num_splits = 1;  // no workspace: one pass per (query block, KV head)
-  return launch("sparse_attention_prefill", p, a.kv.format, a.q.dtype, a.stream);
+  return launch(op, p, a.kv.format, a.q.dtype, a.stream);
 }
 }  // namespace detail
 

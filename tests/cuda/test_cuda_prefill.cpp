@@ -1,11 +1,17 @@
 // GPU sparse_attention_prefill against the CPU backend (policy D8), outputs poisoned with
 // NaN before each run. Varlen batches with prefix 0, prefixes ending mid-page, q_len 1,
-// every format, head split, LSE on/off, head-major top-k views, junk top-k entries.
+// every format, head split, LSE on/off, head-major top-k views, junk top-k entries
+// (duplicates, -1, future and out-of-range pages, local-first order), partial last pages
+// whose unused token slots hold NaN bytes, random batches of 1..8 requests, bitwise
+// determinism, CUDA-graph capture. The default kernel is the KV-outer one;
+// QueryOuterStillMatches runs the v1 query-outer kernel (FLASHMSA_PREFILL_KERNEL=
+// query_outer) on a mixed batch.
 // Skips without a CUDA device; run on the H200 with build/test_cuda_prefill.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -33,6 +39,9 @@ struct Case {
   bool with_lse = true;
   bool head_major_topk = false;
   bool messy = false;
+  bool local_first = false;  // vLLM order: the local page in slot 0
+  bool nan_slots = true;     // unused token slots / unmapped pages hold NaN bytes
+  int topk_k = 16;           // K of the top-k tensor [T, Hkv, K]
   std::uint64_t seed = 1;
 };
 
@@ -50,6 +59,41 @@ void fill_e4m3_uniform(HostTensor& t, float scale, std::uint64_t seed) {
     s = s * 6364136223846793005ULL + 1442695040888963407ULL;
     p[i] = float_to_e4m3_sat(static_cast<float>(static_cast<std::int32_t>(s >> 32)) * (2.0f / 2147483648.0f) / scale);
   }
+}
+
+// The token slots past seq_len in each request's last page, and every unmapped page, hold
+// NaN bytes (0xff: NaN in bf16 and E4M3; NVFP4 codes have no NaN, their block scales
+// do): no kernel may let them reach the output.
+void poison_unused_slots(const Case& c, Inputs& in) {
+  const int B = static_cast<int>(c.reqs.size());
+  const std::int64_t width = in.block_table.view().shape[1];
+  const std::int64_t row_bytes = in.k.bytes() / in.k.view().shape[0] / c.hkv / 128;
+  auto poison_token = [&](std::int64_t phys, int t) {
+    for (int g = 0; g < c.hkv; ++g) {
+      const std::int64_t off = ((phys * c.hkv + g) * 128 + t) * row_bytes;
+      std::memset(static_cast<std::uint8_t*>(in.k.view().data) + off, 0xff, static_cast<std::size_t>(row_bytes));
+      std::memset(static_cast<std::uint8_t*>(in.v.view().data) + off, 0xff, static_cast<std::size_t>(row_bytes));
+      if (c.format == KvFormat::nvfp4) {
+        const std::int64_t base = (phys * c.hkv + g) * 128 * 8;
+        for (int grp = 0; grp < 8; ++grp) {
+          in.ks.data<std::uint8_t>()[base + t * 8 + grp] = 0xff;
+          in.vs.data<std::uint8_t>()[base + (c.v_swizzled ? 32 * (t / 4) + 4 * grp + t % 4 : t * 8 + grp)] = 0xff;
+        }
+      }
+    }
+  };
+  std::vector<bool> mapped(static_cast<std::size_t>(in.k.view().shape[0]), false);
+  for (int b = 0; b < B; ++b) {
+    const int seq = in.seq_lens.data<std::int32_t>()[b];
+    for (int e = 0; e < (seq + 127) / 128; ++e)
+      mapped[static_cast<std::size_t>(in.block_table.data<std::int32_t>()[b * width + e])] = true;
+    if (seq % 128 == 0) continue;
+    const std::int64_t phys = in.block_table.data<std::int32_t>()[b * width + seq / 128];
+    for (int t = seq % 128; t < 128; ++t) poison_token(phys, t);
+  }
+  for (std::size_t phys = 0; phys < mapped.size(); ++phys)
+    if (!mapped[phys])
+      for (int t = 0; t < 128; ++t) poison_token(static_cast<std::int64_t>(phys), t);
 }
 
 Inputs make_inputs(const Case& c) {
@@ -112,14 +156,16 @@ Inputs make_inputs(const Case& c) {
       }
     }
   }
-  // top-k: local page + up to 15 random history pages, -1 padded (D1); storage token- or
-  // head-major, always seen through a token-major [T, Hkv, 16] view.
+  if (c.nan_slots) poison_unused_slots(c, in);
+  // top-k: local page + up to K-1 random history pages, -1 padded (D1); storage token- or
+  // head-major, always seen through a token-major [T, Hkv, K] view.
+  const int K = c.topk_k;
   if (c.head_major_topk) {
-    in.topk.reset(DType::i32, {c.hkv, in.T, 16});
-    in.topk_view = make_strided_view(in.topk.view().data, DType::i32, {in.T, c.hkv, 16},
-                                     {16, static_cast<std::int64_t>(in.T) * 16, 1});
+    in.topk.reset(DType::i32, {c.hkv, in.T, K});
+    in.topk_view = make_strided_view(in.topk.view().data, DType::i32, {in.T, c.hkv, K},
+                                     {K, static_cast<std::int64_t>(in.T) * K, 1});
   } else {
-    in.topk.reset(DType::i32, {in.T, c.hkv, 16});
+    in.topk.reset(DType::i32, {in.T, c.hkv, K});
     in.topk_view = in.topk.view();
   }
   for (int b = 0; b < B; ++b)
@@ -131,12 +177,13 @@ Inputs make_inputs(const Case& c) {
         std::vector<std::int32_t> hist(static_cast<std::size_t>(local));
         for (int i = 0; i < local; ++i) hist[static_cast<std::size_t>(i)] = i;
         std::shuffle(hist.begin(), hist.end(), rng);
-        const int nh = std::min(local, 15);
-        for (int k = 0; k < 16; ++k) e[k] = -1;
+        const int nh = std::min(local, K - 1);
+        for (int k = 0; k < K; ++k) e[k] = -1;
         for (int k = 0; k < nh; ++k) e[k] = hist[static_cast<std::size_t>(k)];
         e[nh] = local;
+        if (c.local_first) std::rotate(e, e + nh, e + nh + 1);
         if (c.messy) {
-          if (nh + 1 < 16) e[nh + 1] = local + 1;  // future page: ignored
+          if (nh + 1 < K) e[nh + 1] = local + 1;   // future page: ignored
           if (nh >= 2) e[1] = e[0];                // duplicate: counted once
           if (nh >= 3) e[2] = 1 << 30;             // out of range: ignored
         }
@@ -185,7 +232,9 @@ Result run_cpu(const Case& c, const Inputs& in) {
   return r;
 }
 
-Result run_gpu(const Case& c, const Inputs& in) {
+// graph: capture the call on a fresh stream into a CUDA graph (plan, workspace
+// allocation and all), then poison the outputs and replay it.
+Result run_gpu(const Case& c, const Inputs& in, bool graph = false) {
   Result r;
   r.out.reset(DType::bf16, {in.T, c.hq, 128});
   r.lse.reset(DType::f32, {c.with_lse ? in.T : 0, c.hq});
@@ -196,10 +245,32 @@ Result run_gpu(const Case& c, const Inputs& in) {
   TensorView topk_view = in.topk_view;
   topk_view.data = topk.view().data;
   topk_view.device = Device::cuda;
-  Status s = sparse_attention_prefill(args_of(c, in, q.view(), k.view(), v.view(), ks.view(),
-                                              vs.view(), topk_view, bt.view(), cu.view(),
-                                              seq.view(), out.view(), lse.view()));
-  EXPECT_TRUE(s.ok()) << s.message();
+  SparseAttentionPrefillArgs a = args_of(c, in, q.view(), k.view(), v.view(), ks.view(), vs.view(), topk_view,
+                                         bt.view(), cu.view(), seq.view(), out.view(), lse.view());
+  if (graph) {
+    cudaStream_t stream;
+    EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    a.stream = stream;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    Status s = sparse_attention_prefill(a);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(cudaStreamEndCapture(stream, &g), cudaSuccess);
+    EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    for (int rep = 0; rep < 2; ++rep) {
+      out.poison();
+      lse.poison();
+      EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(stream);
+  } else {
+    Status s = sparse_attention_prefill(a);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   out.download(r.out);
   lse.download(r.lse);
@@ -256,13 +327,84 @@ TEST(CudaPrefill, SingleRequestLongChunk) {
 
 TEST(CudaPrefill, BitwiseDeterministic) {
   REQUIRE_GPU();
-  Case c;
-  c.reqs = kMixed;
-  c.format = KvFormat::fp8;
-  const Inputs in = make_inputs(c);
-  const Result a = run_gpu(c, in), b = run_gpu(c, in);
-  EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0);
-  EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0);
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.reqs = kMixed;
+    c.format = f;
+    c.messy = true;
+    const Inputs in = make_inputs(c);
+    const Result a = run_gpu(c, in), b = run_gpu(c, in);
+    EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0) << kv_format_name(f);
+    EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0) << kv_format_name(f);
+  }
+}
+
+// Random batches of 1..8 requests: q_len 1..200 (often 1), prefix 0, page-aligned or
+// ending mid-page; every format and head split; messy or local-first top-k; top-k width K
+// 5 or 16; LSE on/off.
+TEST(CudaPrefill, RandomBatches) {
+  REQUIRE_GPU();
+  const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}};
+  Rng rng(2024);
+  std::uniform_int_distribution<int> nreq(1, 8), qlen(1, 200), pages(0, 40), mid(1, 127), pick(0, 3);
+  for (int it = 0; it < 12; ++it) {
+    Case c;
+    const int B = nreq(rng);
+    for (int b = 0; b < B; ++b) {
+      const int kind = pick(rng);
+      const int q_len = kind == 0 ? 1 : qlen(rng);
+      const int prefix = kind == 1 ? 0 : pages(rng) * 128 + (kind == 2 ? mid(rng) : 0);
+      c.reqs.push_back({q_len, prefix});
+    }
+    c.format = static_cast<KvFormat>(it % 3 == 0 ? KvFormat::bf16 : it % 3 == 1 ? KvFormat::fp8 : KvFormat::nvfp4);
+    c.hq = heads[it % 4][0];
+    c.hkv = heads[it % 4][1];
+    c.with_lse = it % 5 != 2;
+    c.messy = it % 2 == 0;
+    c.local_first = it % 3 != 1;
+    c.v_swizzled = it % 4 == 3;
+    c.topk_k = it % 4 == 1 ? 5 : 16;  // K < 16: fewer slots and partials
+    c.seed = 100 + it;
+    check_case(c, "random batch " + std::to_string(it) + " (" + kv_format_name(c.format) + " " +
+                      std::to_string(c.hq) + "/" + std::to_string(c.hkv) + ", B " + std::to_string(B) + ")");
+  }
+}
+
+// No host synchronisation and a stream-ordered workspace: the call captures into a CUDA
+// graph, and replays of the graph match the CPU backend.
+TEST(CudaPrefill, GraphCapture) {
+  REQUIRE_GPU();
+  for (KvFormat f : {KvFormat::bf16, KvFormat::nvfp4}) {
+    Case c;
+    c.reqs = {{300, 1000}, {1, 0}, {64, 127}};
+    c.format = f;
+    c.hq = 32;
+    c.hkv = 2;
+    const Inputs in = make_inputs(c);
+    expect_close(run_gpu(c, in, true), run_cpu(c, in), f != KvFormat::bf16,
+                 std::string("graph ") + kv_format_name(f));
+  }
+}
+
+// The v1 query-outer kernel stays selectable for the side-by-side measurement. It loads
+// unused token slots unmasked (0 x NaN in its PV product), so its cases keep finite
+// garbage there.
+TEST(CudaPrefill, QueryOuterStillMatches) {
+  REQUIRE_GPU();
+  struct EnvGuard {  // unset even when a check bails out of the test early
+    EnvGuard() { ::setenv("FLASHMSA_PREFILL_KERNEL", "query_outer", 1); }
+    ~EnvGuard() { ::unsetenv("FLASHMSA_PREFILL_KERNEL"); }
+  } guard;
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.reqs = kMixed;
+    c.format = f;
+    c.hq = 16;
+    c.hkv = 1;
+    c.messy = true;
+    c.nan_slots = false;
+    check_case(c, std::string("query-outer ") + kv_format_name(f));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,704 @@
+// SM90 KV-outer sparse attention for prefill (see prefill_kvouter.h for the design).
+#include "cuda/sm90/prefill_kvouter.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "cuda/sm90/attn_tile.cuh"
+#include "cuda/sm90/decode_attention.h"
+
+namespace flashmsa::cuda {
+namespace {
+
+namespace at = ::flashmsa::cuda::sm90::attn;
+namespace gm = ::flashmsa::cuda::sm90::gmma;
+
+constexpr int kThreads = 256;         // 2 consumer warpgroups
+constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
+constexpr int kTilesPerUnit = 8;      // M-tiles per work unit (one page load each)
+constexpr int kPlanThreads = 256;
+constexpr int kScanThreads = 256;                      // row scans: reduce, then scan
+constexpr int kScanItems = 16;
+constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
+
+// ---------------------------------------------------------------------------------------
+// One work unit: up to kTilesPerUnit M-tiles of one CSR row (page of a request, KV head),
+// fully resolved by the plan so the attention kernel reads it with two 16-byte loads.
+struct __align__(16) UnitDesc {
+  int begin, end;  // entries [begin, end) of the list
+  int ntiles, g;   // M-tiles, KV head
+  int e, valid;    // logical page, valid tokens of the page
+  int off, phys;   // query position = t + off; physical page
+};
+
+// Workspace: carved from one allocation, every piece 256-byte aligned.
+struct Workspace {
+  int* counts = nullptr;            // [N] entries per row (zeroed, consumed by the fill)
+  int* row_ptr = nullptr;           // [N+1]
+  int* unit_ptr = nullptr;          // [N+1] work units before each row
+  int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
+  UnitDesc* units = nullptr;        // [unit capacity]
+  int* list = nullptr;              // [Hkv * T * K] (query << 4) | slot
+  unsigned* vmask = nullptr;        // [T * Hkv] valid slots (bit k)
+  std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128]
+  float* lse_part = nullptr;        // f32 [K, T, Hq]
+  std::int64_t bytes = 0;
+};
+
+std::int64_t align256(std::int64_t b) { return (b + 255) / 256 * 256; }
+
+__host__ __device__ inline std::int64_t num_csr_rows(const PrefillParams& p) {
+  return static_cast<std::int64_t>(p.num_kv_heads) * p.batch * p.bt_width;
+}
+
+// Work units: ceil(ceil(n / qpt) / kTilesPerUnit) per row of n entries, so at most
+// entries / (kTilesPerUnit * qpt) + (non-empty rows) in all.
+std::int64_t unit_capacity(const PrefillParams& p) {
+  const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
+  const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
+  return num_csr_rows(p) + entries / (kTilesPerUnit * qpt) + 1;
+}
+
+Workspace carve(const PrefillParams& p, void* base) {
+  const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
+  Workspace w;
+  const std::int64_t sizes[9] = {N * 4,
+                                 (N + 1) * 4,
+                                 (N + 1) * 4,
+                                 (N + kScanRows - 1) / kScanRows * 8,
+                                 unit_capacity(p) * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                 p.num_kv_heads * T * K * 4,
+                                 T * p.num_kv_heads * 4,
+                                 K * T * p.num_q_heads * 128 * 2,
+                                 K * T * p.num_q_heads * 4};
+  std::int64_t off = 0;
+  char* b = static_cast<char*>(base);
+  void* ptrs[9];
+  for (int i = 0; i < 9; ++i) {
+    ptrs[i] = b ? b + off : nullptr;
+    off += align256(sizes[i]);
+  }
+  w.counts = static_cast<int*>(ptrs[0]);
+  w.row_ptr = static_cast<int*>(ptrs[1]);
+  w.unit_ptr = static_cast<int*>(ptrs[2]);
+  w.block_sums = static_cast<int2*>(ptrs[3]);
+  w.units = static_cast<UnitDesc*>(ptrs[4]);
+  w.list = static_cast<int*>(ptrs[5]);
+  w.vmask = static_cast<unsigned*>(ptrs[6]);
+  w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
+  w.lse_part = static_cast<float*>(ptrs[8]);
+  w.bytes = off;
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------
+// Plan.
+
+// Query row t -> request b (last b with cu[b] <= t) and position p (D4). In range reads only.
+__device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, long long* pos) {
+  int lo = 0, hi = p.batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.cu_seqlens[mid * p.cu_stride] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  *b = lo;
+  const long long start = p.cu_seqlens[lo * p.cu_stride];
+  const long long q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
+  *pos = static_cast<long long>(p.seq_lens[lo * p.seq_lens_stride]) - q_len + (t - start);
+}
+
+// D1: the valid, first-occurrence entries of topk[t, g, :] (bit k of the mask) and their
+// logical pages.
+__device__ __forceinline__ unsigned valid_entries(const PrefillParams& p, int t, int g, int b, long long pos,
+                                                  int (&e)[16]) {
+  unsigned mask = 0;
+  if (pos < 0) return 0;
+  const long long seq = p.seq_lens[b * p.seq_lens_stride];
+  const long long req_pages = (seq + 127) / 128;
+  const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    e[k] = -1;
+    if (k >= p.topk_k) continue;
+    const long long v = row[k * p.topk_stride[2]];
+    bool ok = v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width;
+    if (ok) {
+      const std::int32_t phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
+      ok = phys >= 0 && phys < p.num_pages;
+    }
+#pragma unroll
+    for (int j = 0; j < k; ++j) ok = ok && e[j] != v;
+    if (ok) {
+      e[k] = static_cast<int>(v);
+      mask |= 1u << k;
+    }
+  }
+  return mask;
+}
+
+__global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
+  const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  if (i >= static_cast<long long>(p.num_rows) * p.num_kv_heads) return;
+  const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
+  int b;
+  long long pos;
+  locate(p, t, &b, &pos);
+  int e[16];
+  const unsigned mask = valid_entries(p, t, g, b, pos, e);
+  w.vmask[i] = mask;
+  const long long base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    if ((mask >> k) & 1u) atomicAdd(&w.counts[base + e[k]], 1);
+}
+
+// Exclusive scans of the entries per row (row_ptr) and of the work units per row
+// (unit_ptr, ceil(ceil(n / qpt) / kTilesPerUnit) for n entries), reduce-then-scan over
+// blocks of kScanRows rows: scan_reduce (block totals), scan_blocks (one CTA: block
+// offsets, in place, and the totals row_ptr[N], unit_ptr[N]), scan_rows.
+__device__ __forceinline__ int units_of(int n, int qpt) {
+  return ((n + qpt - 1) / qpt + kTilesPerUnit - 1) / kTilesPerUnit;
+}
+
+__device__ __forceinline__ void load_scan_items(const PrefillParams& p, const Workspace& w, int qpt,
+                                                int (&ce)[kScanItems], int (&cu)[kScanItems]) {
+  const long long N = num_csr_rows(p);
+#pragma unroll
+  for (int i = 0; i < kScanItems; ++i) {
+    const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
+    ce[i] = r < N ? w.counts[r] : 0;
+    cu[i] = units_of(ce[i], qpt);
+  }
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams p, Workspace w, int qpt) {
+  using Reduce = cub::BlockReduce<int, kScanThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  int ce[kScanItems], cu[kScanItems];
+  load_scan_items(p, w, qpt, ce, cu);
+  const int se = Reduce(tmp).Sum(ce);
+  __syncthreads();
+  const int su = Reduce(tmp).Sum(cu);
+  if (threadIdx.x == 0) w.block_sums[blockIdx.x] = make_int2(se, su);
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_blocks(const PrefillParams p, Workspace w, int nblocks) {
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  int carry_e = 0, carry_u = 0;
+  for (int base = 0; base < nblocks; base += kScanThreads) {
+    const int i = base + threadIdx.x;
+    const int2 v = i < nblocks ? w.block_sums[i] : make_int2(0, 0);
+    int oe, ou, ae, au;
+    Scan(tmp).ExclusiveSum(v.x, oe, ae);
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(v.y, ou, au);
+    __syncthreads();
+    if (i < nblocks) w.block_sums[i] = make_int2(carry_e + oe, carry_u + ou);
+    carry_e += ae;
+    carry_u += au;
+  }
+  if (threadIdx.x == 0) {
+    const long long N = num_csr_rows(p);
+    w.row_ptr[N] = carry_e;
+    w.unit_ptr[N] = carry_u;
+  }
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p, Workspace w, int qpt) {
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  int ce[kScanItems], cu[kScanItems];
+  load_scan_items(p, w, qpt, ce, cu);
+  Scan(tmp).ExclusiveSum(ce, ce);
+  __syncthreads();
+  Scan(tmp).ExclusiveSum(cu, cu);
+  const int2 off = w.block_sums[blockIdx.x];
+  const long long N = num_csr_rows(p);
+#pragma unroll
+  for (int i = 0; i < kScanItems; ++i) {
+    const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
+    if (r < N) {
+      w.row_ptr[r] = off.x + ce[i];
+      w.unit_ptr[r] = off.y + cu[i];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
+  const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  if (i >= static_cast<long long>(p.num_rows) * p.num_kv_heads) return;
+  const unsigned mask = w.vmask[i];
+  if (mask == 0) return;
+  const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
+  int b;
+  long long pos;
+  locate(p, t, &b, &pos);
+  const long long base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+  const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
+  for (int k = 0; k < p.topk_k; ++k) {
+    if (!((mask >> k) & 1u)) continue;
+    const long long r = base + row[k * p.topk_stride[2]];
+    const int slot = atomicSub(&w.counts[r], 1) - 1;  // any order: see the header
+    w.list[w.row_ptr[r] + slot] = (t << 4) | k;
+  }
+}
+
+// One thread per CSR row: the descriptors of the row's work units.
+__global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt) {
+  const long long r = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  if (r >= num_csr_rows(p)) return;
+  const int rb = w.row_ptr[r], n = w.row_ptr[r + 1] - rb;
+  if (n == 0) return;
+  const int tiles = (n + qpt - 1) / qpt;
+  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
+  const long long rem = r % per_head;
+  const int b = static_cast<int>(rem / p.bt_width);
+  UnitDesc d;
+  d.g = static_cast<int>(r / per_head);
+  d.e = static_cast<int>(rem % p.bt_width);
+  d.phys = p.block_table[b * p.bt_stride[0] + d.e * p.bt_stride[1]];  // valid: the row has entries
+  const long long seq = p.seq_lens[b * p.seq_lens_stride];
+  d.off = static_cast<int>(seq - p.cu_seqlens[(b + 1) * p.cu_stride]);
+  d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
+  const int u0 = w.unit_ptr[r];
+  for (int k = 0; k * kTilesPerUnit < tiles; ++k) {
+    d.ntiles = min(kTilesPerUnit, tiles - k * kTilesPerUnit);
+    d.begin = rb + k * kTilesPerUnit * qpt;
+    d.end = min(rb + n, d.begin + d.ntiles * qpt);
+    w.units[u0 + k] = d;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Attention.
+
+// QK16 (FP8 paths, default): Q K^T on the exact F16 images of E4M3 Q and K (attn_tile.cuh):
+// the E4M3 Q rows arrive raw by cp.async and each warpgroup widens its 64 rows into the
+// F16 Q tile just before its QK wgmma.
+template <int FMT, bool QK16>
+struct Smem {
+  using PB = at::PageBytes<FMT, QK16>;
+  static constexpr int kPage = PB::kStage;               // one cp.async page stage (x2)
+  static constexpr int kConv = PB::kConv;                // converted page tiles (x1)
+  static constexpr int kRawQ = QK16 ? kTileRows * 128 : 0;           // raw E4M3 Q tile (x2 with QK16)
+  static constexpr int kQ = QK16 ? kRawQ : kTileRows * PB::kQRow;   // one cp.async Q tile (x2)
+  static constexpr int kWideQ = QK16 ? kTileRows * 256 : 0;          // F16 Q tile (x1)
+  // Output staging (64 rows x 256 bytes per warpgroup, SW128): reuses the 256-byte-row Q
+  // tile the QK wgmma read (its rows are dead once S is computed); E4M3 QGMMA needs its own.
+  static constexpr int kStage = (FMT == at::kBf16 || QK16) ? 0 : kTileRows * 256;
+  static constexpr int kMeta = 2 * 2 * kTileRows * 4;    // s_entry[2][128], s_lim[2][128]
+  static constexpr int kBytes = 2 * kPage + kConv + 2 * kQ + kWideQ + kStage + kMeta;
+  static constexpr int kAlloc = kBytes + 1024;           // runtime 1024-byte alignment
+};
+
+// A work unit as the attention kernel uses it: the descriptor plus the page's addresses.
+struct Unit : UnitDesc {
+  at::PageSrc src;
+};
+
+template <int FMT>
+__device__ __forceinline__ Unit decode_unit(const PrefillParams& p, const Workspace& w, int u) {
+  Unit un;
+  static_cast<UnitDesc&>(un) = w.units[u];
+  const long long phys = un.phys;
+  constexpr int es = FMT == at::kBf16 ? 2 : 1;
+  un.src.k = static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + un.g * p.k_stride[1]) * es;
+  un.src.v = static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + un.g * p.v_stride[1]) * es;
+  un.src.k_tok = p.k_stride[2] * es;
+  un.src.v_tok = p.v_stride[2] * es;
+  if constexpr (FMT == at::kNvfp4) {
+    un.src.ks = p.k_scale + phys * p.ks_stride[0] + un.g * p.ks_stride[1];
+    un.src.vs = p.v_scale + phys * p.vs_stride[0] + un.g * p.vs_stride[1];
+    un.src.ks_tok = p.ks_stride[2];
+    un.src.vs_tok = p.vs_stride[2];
+    un.src.k_swz = p.k_swizzled;
+    un.src.v_swz = p.v_swizzled;
+  }
+  return un;
+}
+
+// cp.async gather of M-tile j of unit `un` (rows r -> entry r / G, head g*G + r % G) and
+// its row metadata: s_entry = list entry or -1 (padding), s_lim = last visible token of
+// the page for that query (127, or p % 128 on the query's local page; -1 for padding).
+template <int FMT, bool QK16>
+__device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Workspace& w, const Unit& un, int j,
+                                             int G, int qpt, std::uint8_t* q_tile, int* s_entry, int* s_lim,
+                                             int tid) {
+  constexpr int kChunks = FMT == at::kBf16 ? 16 : 8;  // 16-byte chunks of one global Q row
+  constexpr int es = FMT == at::kBf16 ? 2 : 1;
+  const int r = tid >> 1, half = tid & 1;  // warpgroup wg copies its own rows 64 wg..
+  const int idx = un.begin + j * qpt + r / G;
+  const bool ok = idx < un.end;
+  int entry = -1, lim = -1;
+  const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q);
+  if (ok) {
+    entry = w.list[idx];
+    const int t = entry >> 4;
+    const long long pos = static_cast<long long>(t) + un.off;
+    lim = (pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127;
+    src += (static_cast<long long>(t) * p.q_row_stride +
+            static_cast<long long>(un.g * G + r % G) * p.q_head_stride) * es;
+  }
+#pragma unroll
+  for (int c = 0; c < kChunks / 2; ++c) {
+    const int ch = half * (kChunks / 2) + c;
+    if constexpr (QK16) at::cp_async16_zfill(q_tile + r * 128 + ch * 16, src + (ok ? ch * 16 : 0), ok);  // raw rows
+    else at::copy_q_chunk(q_tile, kTileRows, r, ch, src, ok);
+  }
+  if (half == 0) {
+    s_entry[r] = entry;
+    s_lim[r] = lim;
+  }
+}
+
+// NVFP4: convert_page reads the block scales straight from global memory at the start
+// of the unit. Pull the page's scale rows into L1 when its codes are issued so those
+// reads do not stall on HBM (thread t < 128: K scales of token t, else V scales).
+template <int FMT>
+__device__ __forceinline__ void prefetch_scales(const at::PageSrc& src, int tid) {
+  if constexpr (FMT == at::kNvfp4) {
+    const int t = tid & 127;
+    const bool k = tid < 128;
+    const std::uint8_t* plane = k ? src.ks : src.vs;
+    const bool swz = k ? src.k_swz : src.v_swz;
+    const std::int64_t off = swz ? 32 * (t / 4) : t * (k ? src.ks_tok : src.vs_tok);
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(plane + off));
+  }
+}
+
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ void wg_barrier(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+}
+
+// One warpgroup's 64 rows of the current tile: single-page softmax and the partial
+// (O, LSE) of each row at its entry's slot.
+template <int FMT, bool QK16>
+__device__ __forceinline__ void compute_tile(const PrefillParams& p, const Workspace& w, const Unit& un, int G,
+                                             std::uint8_t* page, std::uint8_t* conv, std::uint8_t* q_tile,
+                                             std::uint8_t* wide_q, std::uint8_t* stage, const int* s_entry,
+                                             const int* s_lim, int wg, int wtid) {
+  using PB = at::PageBytes<FMT, QK16>;
+  constexpr bool kFp8 = FMT != at::kBf16;
+  const int warp = wtid >> 5, lane = wtid & 31;
+  const int lr0 = 64 * wg + 16 * warp + (lane >> 2);
+  const int lim0 = s_lim[lr0], lim1 = s_lim[lr0 + 8];
+
+  if constexpr (QK16) {  // this warpgroup's 64 raw E4M3 rows -> the F16 Q tile
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int c = wtid + 128 * i;
+      const int row = 64 * wg + (c >> 4), ch = c & 15;
+      at::store_e4m3x8_as_f16(wide_q + gm::sw128_offset(row, 16 * ch, kTileRows),
+                              *reinterpret_cast<const uint2*>(q_tile + row * 128 + 8 * ch));
+    }
+    at::fence_view_async_shared();
+    wg_barrier(wg);
+  }
+  float s[64];
+  at::wg_qk<FMT, QK16>(gm::smem_addr(QK16 ? wide_q : q_tile) + 128 * 64 * wg, kTileRows * 128,
+                       gm::smem_addr(PB::k_tile(page, conv)), s);
+  gm::wait<0>();
+  gm::fence_operands(s);
+
+  const float c2 = p.c * kLog2e;
+  float m[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = 8 * j + 2 * (lane & 3) + (i & 1);
+      if (col > ((i >> 1) ? lim1 : lim0)) s[4 * j + i] = -INFINITY;
+      m[i >> 1] = fmaxf(m[i >> 1], s[4 * j + i]);
+    }
+  float bias[2], l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 1));
+    m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 2));
+    const float mu = m[r] == -INFINITY ? 0.0f : m[r];
+    bias[r] = kFp8 ? fmaf(-mu, c2, kLog2_448) : -mu * c2;  // spec 3.4
+  }
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    s[i] = ex2_approx(fmaf(s[i], c2, bias[(i >> 1) & 1]));  // masked: 0
+    l[(i >> 1) & 1] += s[i];                               // unrounded normaliser
+  }
+  std::uint32_t pa[8][4];
+#pragma unroll
+  for (int st = 0; st < 8; ++st) {
+    if constexpr (kFp8) {  // E4M3_sat(p448), exact as f16
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::uint32_t q8 = gm::pack_e4m3x4(s[8 * st + 4 * h], s[8 * st + 4 * h + 1], s[8 * st + 4 * h + 2],
+                                                 s[8 * st + 4 * h + 3]);
+        pa[st][2 * h] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(q8 & 0xffffu));
+        pa[st][2 * h + 1] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(q8 >> 16));
+      }
+    } else {
+      gm::bf16_a_from_acc(s, st, pa[st]);
+    }
+  }
+  float o[64];
+  at::wg_pv<FMT>(pa, gm::smem_addr(PB::v_tile(page, conv)), o, false);
+  gm::wait<0>();
+  gm::fence_operands(o);
+
+  // Epilogue: rows normalised, staged as BF16 (SW128, 256-byte rows), stored coalesced.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = lr0 + 8 * r;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<std::uint32_t*>(stage + gm::sw128_offset(row, 16 * j + 4 * (lane & 3), kTileRows)) =
+          gm::pack_bf16x2(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+    const int entry = s_entry[row];
+    if ((lane & 3) == 0 && entry >= 0) {
+      const long long t = entry >> 4, slot = entry & 15;
+      const int h = un.g * G + row % G;
+      const float lse = m[r] * p.c + logf(kFp8 ? l[r] * (1.0f / 448.0f) : l[r]);
+      w.lse_part[(slot * p.num_rows + t) * p.num_q_heads + h] = lse;
+    }
+  }
+  wg_barrier(wg);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int c = wtid + 128 * i;
+    const int row = 64 * wg + (c >> 4), ch = c & 15;
+    const int entry = s_entry[row];
+    if (entry < 0) continue;
+    const long long t = entry >> 4, slot = entry & 15;
+    const int h = un.g * G + row % G;
+    const uint4 v = *reinterpret_cast<const uint4*>(stage + gm::sw128_offset(row, 16 * ch, kTileRows));
+    *reinterpret_cast<uint4*>(w.o_part + ((slot * p.num_rows + t) * p.num_q_heads + h) * 128 + ch * 8) = v;
+  }
+}
+
+template <int FMT, bool QK16>
+__global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillParams p, const Workspace w) {
+  using S = Smem<FMT, QK16>;
+  extern __shared__ __align__(1024) std::uint8_t smem_raw[];
+  const std::uint32_t a0 = gm::smem_addr(smem_raw);
+  std::uint8_t* smem = smem_raw + (((a0 + 1023u) & ~1023u) - a0);
+  // Buffers by index (arithmetic, not arrays: no local-memory indexing).
+  auto page_buf = [smem](int i) { return smem + i * S::kPage; };
+  std::uint8_t* conv = smem + 2 * S::kPage;
+  auto q_buf = [conv](int i) { return conv + S::kConv + i * S::kQ; };
+  std::uint8_t* wide_q = conv + S::kConv + 2 * S::kQ;  // QK16 only
+  std::uint8_t* stage_fp8 = wide_q + S::kWideQ;
+  int* s_entry = reinterpret_cast<int*>(stage_fp8 + S::kStage);  // [2][128]
+  int* s_lim = s_entry + 2 * kTileRows;                          // [2][128]
+
+  const int total = w.unit_ptr[num_csr_rows(p)];
+  int u = blockIdx.x;
+  if (u >= total) return;
+  const int G = p.num_q_heads / p.num_kv_heads, qpt = kTileRows / G;
+  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
+
+  Unit cur = decode_unit<FMT>(p, w, u);
+  int qb = 0, pb = 0;
+  at::issue_page_copy<FMT, QK16>(cur.src, page_buf(0), cur.valid, tid, kThreads);
+  prefetch_scales<FMT>(cur.src, tid);
+  at::cp_async_commit();
+  issue_q_tile<FMT, QK16>(p, w, cur, 0, G, qpt, q_buf(0), s_entry, s_lim, tid);
+  at::cp_async_commit();
+  while (true) {
+    const int un = u + gridDim.x;
+    const bool has_next = un < total;
+    Unit nxt;
+    if (has_next) nxt = decode_unit<FMT>(p, w, un);
+    // This unit's page and first Q tile.
+    at::cp_async_wait<0>();
+    at::fence_view_async_shared();
+    __syncthreads();
+    at::convert_page<FMT, QK16>(cur.src, page_buf(pb), conv, cur.valid, tid, kThreads);
+    __syncthreads();
+    // The next unit's page goes into the other buffer during the last two tiles. Each
+    // tile commits two groups (next Q tile, next page; either may be empty), so the Q
+    // tile committed one step earlier is complete after wait_group 1.
+    // Inside a unit the warpgroups run free: warpgroup wg gathers, owns and reads only
+    // rows [64 wg, 64 wg + 64) of the Q tiles, metadata and staging (threads 2r, 2r+1
+    // copy row r), so a warpgroup barrier suffices and one warpgroup's softmax and
+    // epilogue overlap the other's MMAs. Both reach the CTA barrier at the next unit
+    // start, so the page buffer the next page goes into is free.
+    const int jp = has_next ? max(cur.ntiles - 2, 0) : -1;
+    for (int j = 0; j < cur.ntiles; ++j) {
+      if (j > 0) {
+        at::cp_async_wait<1>();
+        at::fence_view_async_shared();
+        wg_barrier(wg);
+      }
+      if (j + 1 < cur.ntiles)
+        issue_q_tile<FMT, QK16>(p, w, cur, j + 1, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
+                          s_lim + (qb ^ 1) * kTileRows, tid);
+      else if (has_next)
+        issue_q_tile<FMT, QK16>(p, w, nxt, 0, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
+                          s_lim + (qb ^ 1) * kTileRows, tid);
+      at::cp_async_commit();
+      if (j == jp) {
+        at::issue_page_copy<FMT, QK16>(nxt.src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+        prefetch_scales<FMT>(nxt.src, tid);
+      }
+      at::cp_async_commit();
+      const int* ent = s_entry + qb * kTileRows;
+      if (ent[64 * wg] >= 0)  // rows are filled in order: an empty first row = all padding
+        compute_tile<FMT, QK16>(p, w, cur, G, page_buf(pb), conv, q_buf(qb), wide_q,
+                                FMT == at::kBf16 ? q_buf(qb) : (QK16 ? wide_q : stage_fp8), ent,
+                                s_lim + qb * kTileRows, wg, wtid);
+      qb ^= 1;
+    }
+    if (!has_next) break;
+    cur = nxt;
+    u = un;
+    pb ^= 1;
+  }
+  at::cp_async_wait<0>();
+}
+
+// ---------------------------------------------------------------------------------------
+// Combine: 16 threads (8 dims each) per (query, head), 8 of them per 128-thread CTA.
+__global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, const Workspace w) {
+  const long long idx = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 4);
+  if (idx >= static_cast<long long>(p.num_rows) * p.num_q_heads) return;
+  const long long t = idx / p.num_q_heads;
+  const int h = static_cast<int>(idx % p.num_q_heads);
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int d0 = (threadIdx.x & 15) * 8;
+  const unsigned mask = w.vmask[t * p.num_kv_heads + h / G];
+  const long long plane = static_cast<long long>(p.num_rows) * p.num_q_heads;
+  // All loads first (predicated, fully unrolled: up to 16 in flight per thread), then
+  // the merge in ascending slot order (fixed order, D9).
+  float ls[16];
+  uint4 ov[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    const bool on = (mask >> k) & 1u;
+    ls[k] = on ? w.lse_part[k * plane + idx] : -INFINITY;
+    ov[k] = on ? *reinterpret_cast<const uint4*>(w.o_part + (k * plane + idx) * 128 + d0) : make_uint4(0, 0, 0, 0);
+  }
+  float M = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) M = fmaxf(M, ls[k]);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float W = 0.0f, lse = -INFINITY;
+  if (mask != 0) {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      if (!((mask >> k) & 1u)) continue;
+      const float wt = expf(ls[k] - M);
+      W += wt;
+      const std::uint32_t vv[4] = {ov[k].x, ov[k].y, ov[k].z, ov[k].w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[2 * i] += wt * __uint_as_float(vv[i] << 16);
+        acc[2 * i + 1] += wt * __uint_as_float(vv[i] & 0xffff0000u);
+      }
+    }
+    lse = M + logf(W);
+  }
+  const float scale = mask != 0 ? p.v_global / W : 0.0f;
+  uint4 o;
+  o.x = gm::pack_bf16x2(acc[0] * scale, acc[1] * scale);
+  o.y = gm::pack_bf16x2(acc[2] * scale, acc[3] * scale);
+  o.z = gm::pack_bf16x2(acc[4] * scale, acc[5] * scale);
+  o.w = gm::pack_bf16x2(acc[6] * scale, acc[7] * scale);
+  *reinterpret_cast<uint4*>(p.out + t * p.out_row_stride + h * p.out_head_stride + d0) = o;
+  if (d0 == 0 && p.lse != nullptr) p.lse[t * p.lse_row_stride + h * p.lse_head_stride] = lse;
+}
+
+template <int FMT, bool QK16>
+cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream_t stream) {
+  constexpr int smem = Smem<FMT, QK16>::kAlloc;
+  static bool configured[64] = {};
+  static int sms[64] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  if (!configured[dev]) {
+    err = cudaFuncSetAttribute(prefill_attention<FMT, QK16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    err = cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
+    configured[dev] = true;
+  }
+  prefill_attention<FMT, QK16><<<sms[dev], kThreads, smem, stream>>>(p, w);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+std::int64_t prefill_kvouter_workspace_bytes(const PrefillParams& p) { return carve(p, nullptr).bytes; }
+
+int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_ptr) {
+  if (p.num_rows == 0) return 0;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  if (p.num_kv_heads <= 0 || G <= 0 || G > 16 || 16 % G != 0 || p.topk_k < 1 || p.topk_k > 16 ||
+      p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2)
+    return cudaErrorInvalidValue;
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  const std::int64_t bytes = prefill_kvouter_workspace_bytes(p);
+  void* base = nullptr;
+  cudaError_t err = cudaMallocAsync(&base, static_cast<size_t>(bytes), stream);
+  if (err != cudaSuccess) return err;
+  const Workspace w = carve(p, base);
+  const long long N = num_csr_rows(p);
+  const long long th = static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  const unsigned plan_blocks = static_cast<unsigned>((th + kPlanThreads - 1) / kPlanThreads);
+  const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
+  const int qpt = kTileRows / G;
+  const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
+  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N) * 4, stream);
+  if (err == cudaSuccess) {
+    plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
+    scan_reduce<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+    scan_blocks<<<1, kScanThreads, 0, stream>>>(p, w, static_cast<int>(scan_blocks_n));
+    scan_rows<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) {
+    plan_fill<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
+    plan_units<<<row_blocks, kPlanThreads, 0, stream>>>(p, w, qpt);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess && p.stop_after != 1) {
+    switch (kv_format) {
+      case at::kBf16: err = run_attention<at::kBf16, false>(p, w, stream); break;
+      case at::kFp8:
+        err = fp8_qk_on_e4m3_mma() ? run_attention<at::kFp8, false>(p, w, stream) : run_attention<at::kFp8, true>(p, w, stream);
+        break;
+      default:
+        err = fp8_qk_on_e4m3_mma() ? run_attention<at::kNvfp4, false>(p, w, stream)
+                                   : run_attention<at::kNvfp4, true>(p, w, stream);
+        break;
+    }
+  }
+  if (err == cudaSuccess && p.stop_after == 0) {
+    const long long rows = static_cast<long long>(p.num_rows) * p.num_q_heads;
+    prefill_combine<<<static_cast<unsigned>((rows + 7) / 8), 128, 0, stream>>>(p, w);
+    err = cudaGetLastError();
+  }
+  const cudaError_t ferr = cudaFreeAsync(base, stream);
+  return err != cudaSuccess ? err : ferr;
+}
+
+}  // namespace flashmsa::cuda

@@ -1,0 +1,74 @@
+// Internal: SM90 KV-outer sparse attention for prefill (the MSA design, spec 3.5; D1,
+// D4-D9). Host-side interface, includable from plain C++ (no CUDA types).
+//
+// Three stages on one stream, no host synchronisation, graph-capturable (the workspace
+// comes from cudaMallocAsync / cudaFreeAsync on the stream):
+//   1. plan: per KV head, a CSR from every (request, logical page) "row" to the
+//      (query, top-k slot) entries that selected it (D1 validation, duplicates once):
+//      a counting pass with atomics, exclusive scans of entries and work units per row
+//      (reduce-then-scan), a fill pass, a pass writing each work unit's resolved
+//      descriptor. The order inside a row is not fixed, and does not need to be: every
+//      entry's partial depends only on its own query row and page, never on its tile
+//      neighbours.
+//   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
+//      rows) walk work units = (row, up to kTilesPerUnit M-tiles). The page is loaded
+//      once per unit (double-buffered across units), the Q tiles are gathered with
+//      cp.async one tile ahead; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
+//      single-page softmax per (query, head); partial O (BF16) and LSE (FP32) go to
+//      [K, T, Hq, 128] / [K, T, Hq] at the entry's slot.
+//   3. combine: per (query, head), the valid slots in ascending order:
+//      LSE = ln sum exp(l_j), O = BF16(v_global * sum exp(l_j - LSE) o_j); empty rows
+//      give 0 and -inf (D5).
+#pragma once
+
+#include <cstdint>
+
+namespace flashmsa::cuda {
+
+/// Everything a KV-outer prefill launch needs; strides in elements of the pointed-to type.
+struct PrefillParams {
+  const void* q = nullptr;  // bf16 | e4m3 [T, Hq, 128]
+  std::int64_t q_row_stride = 0, q_head_stride = 0;
+  const void* k_data = nullptr;
+  const void* v_data = nullptr;
+  std::int64_t k_stride[3] = {0, 0, 0};  // page, head, token
+  std::int64_t v_stride[3] = {0, 0, 0};
+  const std::uint8_t* k_scale = nullptr;  // NVFP4 block scales
+  const std::uint8_t* v_scale = nullptr;
+  std::int64_t ks_stride[3] = {0, 0, 0};
+  std::int64_t vs_stride[3] = {0, 0, 0};
+  bool k_swizzled = false, v_swizzled = false;
+  const std::int32_t* topk = nullptr;  // [T, Hkv, K]
+  std::int64_t topk_stride[3] = {0, 0, 0};
+  int topk_k = 16;
+  const std::int32_t* block_table = nullptr;  // [B, W]
+  std::int64_t bt_stride[2] = {0, 0};
+  std::int64_t bt_width = 0;
+  const std::int32_t* seq_lens = nullptr;  // [B]
+  std::int64_t seq_lens_stride = 1;
+  const std::int32_t* cu_seqlens = nullptr;  // [B+1]
+  std::int64_t cu_stride = 1;
+  int batch = 0;
+  int num_rows = 0;  // T
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  std::int64_t num_pages = 0;
+  float c = 0.0f;         // softmax_scale * q_scale * k_global_scale
+  float v_global = 1.0f;  // multiplies the output
+  std::uint16_t* out = nullptr;  // bf16 [T, Hq, 128]
+  std::int64_t out_row_stride = 0, out_head_stride = 0;
+  float* lse = nullptr;  // optional f32 [T, Hq]
+  std::int64_t lse_row_stride = 0, lse_head_stride = 0;
+  /// Benchmark hook (FLASHMSA_PREFILL_STOP_AFTER): 0 = run everything, 1 = stop after
+  /// the plan, 2 = stop after the attention kernel (the output is then not written).
+  int stop_after = 0;
+};
+
+/// Device workspace bytes of one launch (host-known capacities only: T, Hq, Hkv, K, B, W).
+std::int64_t prefill_kvouter_workspace_bytes(const PrefillParams& p);
+
+/// Plan + attention + combine on `stream` (cudaStream_t). kv_format: 0 = bf16 (q bf16),
+/// 1 = fp8, 2 = nvfp4 (q e4m3). Returns a cudaError_t value (0 = success).
+int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream);
+
+}  // namespace flashmsa::cuda
