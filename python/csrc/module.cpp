@@ -1,0 +1,15 @@
+// flashmsa._C — the python module object. Importing it runs the static registrations
+// of the op files (TORCH_LIBRARY_FRAGMENT(flashmsa, ...)); the ops are then reachable as
+// torch.ops.flashmsa.<name>. No python API of its own: everything goes through torch.ops.
+#include <Python.h>
+#include <torch/library.h>
+
+// The namespace is created here; each op group adds its schemas with a fragment.
+TORCH_LIBRARY(flashmsa, m) {}
+
+extern "C" PyObject* PyInit__C(void) {
+  static PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C",
+                               "FlashMSA torch ops (see torch.ops.flashmsa)", -1,
+                               nullptr, nullptr, nullptr, nullptr, nullptr};
+  return PyModule_Create(&module);
+}
