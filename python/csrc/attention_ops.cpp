@@ -74,10 +74,8 @@ int64_t decode_plan_create(int64_t batch_size, int64_t queries_per_request, int6
   else if (device.is_cuda()) p.device = flashmsa::Device::cuda;
   else throw_arg(op, "device", "cpu or cuda", device.str());
   p.num_threads = static_cast<int>(num_threads);
-#ifdef FLASHMSA_PY_CUDA
-  std::optional<c10::cuda::CUDAGuard> guard;
-  if (device.is_cuda()) guard.emplace(device.has_index() ? device : c10::Device(c10::kCUDA, 0));
-#endif
+  std::optional<c10::DeviceGuard> guard;  // the plan's workspace lives on `device`
+  if (device.is_cuda() && device.has_index()) guard.emplace(device);
   auto plan = std::make_unique<flashmsa::SparseDecodePlan>();
   check_status(plan->plan(p));
   std::lock_guard<std::mutex> lock(g_mu);

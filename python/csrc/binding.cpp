@@ -88,12 +88,12 @@ OpDevice::OpDevice(const char* op,
       throw_arg(op, name, std::string("a tensor on ") + device_.str() + " (the device of the first tensor)",
                 describe(*t));
   }
-#ifdef FLASHMSA_PY_CUDA
   if (device_.is_cuda()) {
     guard_.emplace(device_);
+#ifdef FLASHMSA_PY_CUDA
     stream_ = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
-  }
 #endif
+  }
 }
 
 flashmsa::PagedKvCache kv_cache_views(const char* op, const at::Tensor& kv_cache, double k_scale,

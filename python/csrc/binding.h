@@ -11,8 +11,8 @@
 
 #include "flashmsa/flashmsa.h"
 
+#include <c10/core/DeviceGuard.h>
 #ifdef FLASHMSA_PY_CUDA
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -53,9 +53,9 @@ class OpDevice {
  private:
   c10::Device device_{c10::kCPU};
   void* stream_ = nullptr;
-#ifdef FLASHMSA_PY_CUDA
-  std::optional<c10::cuda::CUDAGuard> guard_;
-#endif
+  // Device-generic guard (dispatches to libc10_cuda): no CUDA runtime calls in this
+  // module, whose only runtime is the flashmsa library's static one.
+  std::optional<c10::DeviceGuard> guard_;
 };
 
 /// The K/V cache of a layer from one torch tensor (vLLM layouts, no copies):
