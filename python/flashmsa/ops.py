@@ -37,6 +37,11 @@ KV_FORMAT_NVFP4 = 2
 _F = torch.ops.flashmsa
 
 
+def _i32(t: torch.Tensor) -> torch.Tensor:
+    """vLLM's int64 slot mappings / positions as int32 (a copy); other tensors unchanged."""
+    return t.to(torch.int32) if t.dtype == torch.int64 else t
+
+
 def kv_format_of(kv_cache: torch.Tensor) -> int:
     """KV_FORMAT_* of a kv_cache tensor: bfloat16 -> bf16, float8_e4m3fn -> fp8, uint8 -> nvfp4."""
     if kv_cache.dtype == torch.float8_e4m3fn:
@@ -56,11 +61,12 @@ def cache_insert(k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor,
     """Writes new K/V rows into ``kv_cache`` (in place).
 
     k, v: bfloat16 ``[T, Hkv, 128]``, innermost stride 1, 16-byte aligned.
-    slot_mapping: int32 ``[T]``, slot = physical_page * 128 + offset; slot < 0 skips.
+    slot_mapping: int32 ``[T]``, slot = physical_page * 128 + offset; slot < 0 skips
+    (int64, as vLLM keeps it, is converted to int32 with a copy).
     kv_cache: see module doc; fp8 stores E4M3_sat(x / scale), nvfp4 block-quantises.
     CPU: a slot >= pages*128 is a ValueError; CUDA: it is skipped.
     """
-    _F.cache_insert(k, v, slot_mapping, kv_cache, k_scale, v_scale, k_swizzled, v_swizzled)
+    _F.cache_insert(k, v, _i32(slot_mapping), kv_cache, k_scale, v_scale, k_swizzled, v_swizzled)
 
 
 def index_cache_insert(index_k: torch.Tensor, slot_mapping: torch.Tensor,
@@ -71,7 +77,7 @@ def index_cache_insert(index_k: torch.Tensor, slot_mapping: torch.Tensor,
     bf16 cache: copy; fp8: E4M3_sat(x) (no scale); nvfp4 (uint8 cache + ``index_block_scale``):
     block quantisation with ``index_global_scale``.
     """
-    _F.index_cache_insert(index_k, slot_mapping, index_cache, index_block_scale, index_global_scale)
+    _F.index_cache_insert(index_k, _i32(slot_mapping), index_cache, index_block_scale, index_global_scale)
 
 
 def quantize_query_e4m3(q: torch.Tensor, q_scale: float, out: torch.Tensor) -> None:
@@ -103,7 +109,7 @@ def fused_qknorm_rope_insert(
     qkv: bfloat16 ``[T, (Hq + 2*Hkv + Hidx)*128 + 128]`` packed rows
     ``[q | k | v | index_q | index_k]`` (not modified). Norm weights: bfloat16 ``[128]``.
     cos_sin_cache: bfloat16 ``[max_pos, 64]`` (32 cos then 32 sin per position).
-    positions, slot_mapping, index_slot_mapping: int32 ``[T]``.
+    positions, slot_mapping, index_slot_mapping: int32 ``[T]`` (int64 is converted with a copy).
     q_out: bfloat16 or float8_e4m3fn ``[T, Hq, 128]`` (e4m3: E4M3_sat(q / q_scale));
     index_q_out: bfloat16 or float8_e4m3fn ``[T, Hidx, 128]``. Hidx must equal Hkv.
     K is normed + rotated before insertion, V is inserted raw. CUDA supports bf16 and
@@ -111,8 +117,8 @@ def fused_qknorm_rope_insert(
     """
     _F.fused_qknorm_rope_insert(
         qkv, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight,
-        cos_sin_cache, positions, eps, num_q_heads, num_kv_heads, num_index_heads,
-        slot_mapping, kv_cache, index_slot_mapping, index_cache, q_out, index_q_out,
+        cos_sin_cache, _i32(positions), eps, num_q_heads, num_kv_heads, num_index_heads,
+        _i32(slot_mapping), kv_cache, _i32(index_slot_mapping), index_cache, q_out, index_q_out,
         q_scale, k_scale, v_scale, k_swizzled, v_swizzled, index_block_scale,
         index_global_scale)
 

@@ -19,7 +19,7 @@ def test_cache_insert_bf16_fp8(device):
     slots = slots.to(device)
     for dtype, ks, vs in ((torch.bfloat16, 1.0, 1.0), (torch.float8_e4m3fn, 0.5, 2.0)):
         kv = torch.zeros(pages, hkv, PAGE, 256, dtype=dtype, device=device)
-        flashmsa.cache_insert(k, v, slots, kv, ks, vs)
+        flashmsa.cache_insert(k, v, slots.long() if ks != 1.0 else slots, kv, ks, vs)  # int64 slots too
         flat = kv.view(pages, hkv, PAGE, 256).permute(0, 2, 1, 3).reshape(pages * PAGE, hkv, 256)
         keep = slots >= 0
         got = flat[slots[keep].long()]
