@@ -80,6 +80,24 @@ def dequant_kv(kv_cache, k_scale=1.0, v_scale=1.0):
     return c[..., :D] * k_scale, c[..., D:] * v_scale
 
 
+def dequant_nvfp4_kv(kv_cache, k_scale=1.0, v_scale=1.0):
+    """float64 K, V [pages, Hkv, 128, 128] of an NVFP4 head-slot cache (linear scales):
+    E4M3_sat(e2m1 * block_scale) via flashmsa.nvfp4_to_fp8, times the global scale."""
+    import flashmsa
+
+    pages, hkv = kv_cache.shape[0], kv_cache.shape[1] // 2
+    flat = kv_cache.cpu().view(pages, 2, hkv * PAGE * 72)
+    nd = hkv * PAGE * 64
+    sides = []
+    for side, scale in ((0, k_scale), (1, v_scale)):
+        packed = flat[:, side, :nd].reshape(-1, 64).contiguous()
+        sc = flat[:, side, nd:].reshape(-1, 8).contiguous()
+        out = torch.empty(packed.shape[0], D, dtype=torch.float8_e4m3fn)
+        flashmsa.nvfp4_to_fp8(packed, sc, out)
+        sides.append(out.double().view(pages, hkv, PAGE, D) * scale)
+    return sides[0], sides[1]
+
+
 def ref_attention(q, K, V, topk, block_table, seq_lens, req, pos, c):
     """float64 out [T, Hq, 128], lse [T, Hq]; q float64 already dequantised; c = logit scale."""
     T, Hq = q.shape[0], q.shape[1]

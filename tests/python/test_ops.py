@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import flashmsa
-from refs import (PAGE, Batch, cosine, dequant_kv, ref_attention, ref_fused_rows,
-                  ref_page_scores, ref_select)
+from refs import (PAGE, Batch, cosine, dequant_kv, dequant_nvfp4_kv, ref_attention,
+                  ref_fused_rows, ref_page_scores, ref_select)
 
 
 def test_cache_insert_bf16_fp8(device):
@@ -120,8 +120,10 @@ def _check_indexer(batch, topk, scores):
             assert tk[r, h].tolist() == ref_select(got[r, h], L, topk.shape[2]), (r, h)
 
 
-def test_indexer_prefill(device):
+@pytest.mark.parametrize("idx_dtype", [torch.bfloat16, torch.float8_e4m3fn])
+def test_indexer_prefill(device, idx_dtype):
     batch = Batch(q_lens=[40, 1, 129], seq_lens=[3000, 900, 2600], hkv=2, hq=4, device=device)
+    batch.index_q, batch.index_cache = batch.index_q.to(idx_dtype), batch.index_cache.to(idx_dtype)
     W = batch.max_pages
     topk = torch.empty(batch.hkv, batch.T, 16, dtype=torch.int32, device=device).transpose(0, 1)  # head-major
     scores = torch.empty(batch.T, batch.hkv, W, dtype=torch.float32, device=device)
@@ -151,9 +153,17 @@ def _random_topk(batch, K=16):
     return t.to(batch.device)
 
 
-@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float8_e4m3fn])
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.uint8])
 def test_sparse_attention_prefill(device, kv_dtype):
-    batch = Batch(q_lens=[70, 130], seq_lens=[1000, 400], hkv=2, hq=8, kv_dtype=kv_dtype, device=device)
+    batch = Batch(q_lens=[70, 130], seq_lens=[1000, 400], hkv=2, hq=8,
+                  kv_dtype=torch.bfloat16 if kv_dtype == torch.uint8 else kv_dtype, device=device)
+    if kv_dtype == torch.uint8:  # NVFP4 head-slot pages written by cache_insert (global scales 0.5 / 2)
+        src = batch.kv_cache.float()
+        k = src[..., :128].permute(0, 2, 1, 3).reshape(-1, 2, 128).bfloat16()
+        v = src[..., 128:].permute(0, 2, 1, 3).reshape(-1, 2, 128).bfloat16()
+        batch.kv_cache = torch.zeros(batch.num_pages, 4, PAGE, 72, dtype=torch.uint8, device=device)
+        flashmsa.cache_insert(k, v, torch.arange(k.shape[0], dtype=torch.int32, device=device),
+                              batch.kv_cache, 0.5, 2.0)
     topk = _random_topk(batch)
     q, q_scale, ks, vs = batch.q, 1.0, 1.0, 1.0
     if kv_dtype != torch.bfloat16:
@@ -164,7 +174,7 @@ def test_sparse_attention_prefill(device, kv_dtype):
     lse = torch.empty(batch.T, batch.hq, dtype=torch.float32, device=device)
     flashmsa.sparse_attention_prefill(q, batch.kv_cache, topk, batch.block_table, batch.cu_seqlens_q,
                                       batch.seq_lens, out, lse, q_scale=q_scale, k_scale=ks, v_scale=vs)
-    K, V = dequant_kv(batch.kv_cache, ks, vs)
+    K, V = dequant_nvfp4_kv(batch.kv_cache, ks, vs) if kv_dtype == torch.uint8 else dequant_kv(batch.kv_cache, ks, vs)
     c = flashmsa.DEFAULT_SOFTMAX_SCALE
     ro, rl = ref_attention(q.float().double().cpu() * q_scale, K, V, topk, batch.block_table,
                            batch.seq_lens, batch.req, batch.pos, c)
