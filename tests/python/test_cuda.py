@@ -189,7 +189,8 @@ def test_cuda_graph_decode_replay():
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        step()  # warm-up outside the capture
+        step()  # warm-up outside the capture (module loading, plan-free launches)
+        ind.advance()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
