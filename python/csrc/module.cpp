@@ -4,8 +4,21 @@
 #include <Python.h>
 #include <torch/library.h>
 
-// The namespace is created here; each op group adds its schemas with a fragment.
-TORCH_LIBRARY(flashmsa, m) {}
+#include <string>
+
+#include "flashmsa/version.h"
+
+namespace {
+bool built_with_cuda() { return flashmsa::built_with_cuda(); }
+std::string version() { return flashmsa::version(); }
+}  // namespace
+
+// The namespace is created here with the build queries; each op group adds its schemas
+// with a fragment.
+TORCH_LIBRARY(flashmsa, m) {
+  m.def("built_with_cuda() -> bool", &built_with_cuda);
+  m.def("version() -> str", &version);
+}
 
 extern "C" PyObject* PyInit__C(void) {
   static PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C",

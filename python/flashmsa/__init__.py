@@ -33,6 +33,19 @@ from .ops import (
 from .wrappers import DecodeIndexerPlan, SparseDecodeWrapper, SparsePrefillWrapper
 
 __version__ = "0.1.0"
+
+
+def built_with_cuda() -> bool:
+    """True when the library was built with its SM90 CUDA kernels (nvcc found at build time);
+    otherwise CUDA tensors raise RuntimeError (Unsupported)."""
+    return bool(torch.ops.flashmsa.built_with_cuda())
+
+
+def library_version() -> str:
+    """Version of the C++ library linked into flashmsa._C."""
+    return str(torch.ops.flashmsa.version())
+
+
 DEFAULT_SOFTMAX_SCALE = 0.08838834764831845  # 1/sqrt(128)
 PAGE_SIZE = 128
 HEAD_DIM = 128
@@ -44,5 +57,5 @@ __all__ = [
     "indexer_prefill", "kv_format_of", "nvfp4_to_fp8", "quantize_query_e4m3",
     "sparse_attention_decode", "sparse_attention_prefill",
     "KV_FORMAT_BF16", "KV_FORMAT_FP8", "KV_FORMAT_NVFP4",
-    "DEFAULT_SOFTMAX_SCALE", "PAGE_SIZE", "HEAD_DIM", "MAX_TOPK",
+    "DEFAULT_SOFTMAX_SCALE", "PAGE_SIZE", "HEAD_DIM", "MAX_TOPK", "built_with_cuda", "library_version",
 ]

@@ -12,6 +12,10 @@ from refs import PAGE, Batch, cosine
 pytestmark = requires_cuda
 
 
+def test_cuda_kernels_built():
+    assert flashmsa.built_with_cuda(), "flashmsa._C was built without CUDA kernels (was nvcc found?)"
+
+
 def _bytes(t):
     return t.detach().cpu().contiguous().view(torch.uint8)
 

@@ -86,3 +86,8 @@ def test_cuda_unsupported_is_runtime_error():
         flashmsa.fused_qknorm_rope_insert(qkv, w, w, w, w, cs, i32, 1e-6, hq, hkv, hkv, i32, kv, i32, ic,
                                           torch.empty(T, hq, 128, dtype=torch.float8_e4m3fn, device="cuda"),
                                           torch.empty(T, hkv, 128, dtype=torch.bfloat16, device="cuda"))
+
+
+def test_build_info():
+    assert flashmsa.library_version() == flashmsa.__version__
+    assert isinstance(flashmsa.built_with_cuda(), bool)
