@@ -66,6 +66,28 @@ __device__ __forceinline__ void locate_row(const DecodeParams& p, long long qrow
   *pos = seq_len - q_len + (qrow - start);
 }
 
+// Merges dimension d of (row, head h) over the splits' (O, LSE) pairs in split order and
+// writes the BF16 output (and LSE from d == 0). Empty splits carry LSE -inf (D5).
+__device__ __forceinline__ void merge_splits(const DecodeParams& p, long long row, int h, int d) {
+  const std::int64_t base = (row * p.num_q_heads + h) * p.num_splits;
+  float M = -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) M = fmaxf(M, __ldcg(p.lse_partial + base + s));
+  float out_v = 0.0f, lse_v = -INFINITY;
+  if (M != -INFINITY) {
+    float W = 0.0f, acc = 0.0f;
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float w = expf(__ldcg(p.lse_partial + base + s) - M);
+      W += w;
+      acc += w * __ldcg(p.o_partial + (base + s) * 128 + d);
+    }
+    out_v = acc / W;
+    lse_v = M + logf(W);
+  }
+  p.out[row * p.out_row_stride + h * p.out_head_stride + d] =
+      __bfloat16_as_ushort(__float2bfloat16_rn(out_v * p.v_global));
+  if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
+}
+
 // One CTA = (block of R consecutive query rows of the flattened batch, KV head g, KV
 // split). Tile rows: r -> query row q0 + r / G, head g*G + r % G (R*G <= ROWS, R <= 32).
 // The CTA stages each page of the union of its rows' selections once (keyed by
@@ -340,11 +362,10 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
-  if (!wg_has_rows) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int gr = wg_row0 + warp * 16 + (lane >> 2) + 8 * r;
-    if (gr >= nrows) continue;
+    if (!wg_has_rows || gr >= nrows) continue;
     const long long qrow = q0 + gr / G;
     const int h = g * G + gr % G;
     const bool empty = m[r] == -INFINITY;
@@ -371,30 +392,30 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
       if ((lane & 3) == 0) p.lse_partial[slot] = lse_v;
     }
   }
+  if (p.num_splits == 1 || p.split_counter == nullptr) return;
+  // Split-KV merge inside the kernel: the last CTA of this (row block, KV head) to finish
+  // merges every split's (O, LSE) of its rows in split order (deterministic) and re-arms
+  // the counter for the next launch (graph replays included).
+  __shared__ bool s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned prev = atomicAdd(p.split_counter + blockIdx.x, 1u);
+    s_last = prev == static_cast<unsigned>(p.num_splits - 1);
+    if (s_last) p.split_counter[blockIdx.x] = 0u;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  for (int idx = tid; idx < nrows * 128; idx += kThreads) {
+    const int gr = idx >> 7, d = idx & 127;
+    merge_splits(p, q0 + gr / G, g * G + gr % G, d);
+  }
 }
 
 // Merges the per-split (O, LSE) pairs: one CTA of 128 threads (dims) per (row, head).
 __global__ void __launch_bounds__(128) sparse_attention_combine(const DecodeParams p) {
-  const int row = blockIdx.x / p.num_q_heads;
-  const int h = blockIdx.x % p.num_q_heads;
-  const int d = threadIdx.x;
-  const std::int64_t base = (static_cast<std::int64_t>(row) * p.num_q_heads + h) * p.num_splits;
-  float M = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) M = fmaxf(M, p.lse_partial[base + s]);
-  float out_v = 0.0f, lse_v = -INFINITY;
-  if (M != -INFINITY) {
-    float W = 0.0f, acc = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float w = expf(p.lse_partial[base + s] - M);
-      W += w;
-      acc += w * p.o_partial[(base + s) * 128 + d];
-    }
-    out_v = acc / W;
-    lse_v = M + logf(W);
-  }
-  p.out[row * p.out_row_stride + h * p.out_head_stride + d] =
-      __bfloat16_as_ushort(__float2bfloat16_rn(out_v * p.v_global));
-  if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
+  merge_splits(p, blockIdx.x / p.num_q_heads, blockIdx.x % p.num_q_heads, threadIdx.x);
 }
 
 template <int FMT, bool QK16, int ROWS>
@@ -417,7 +438,7 @@ cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
   dim3 grid(static_cast<unsigned>(nqb * p.num_kv_heads), p.num_splits);
   sparse_attention_kernel<FMT, QK16, ROWS><<<grid, L::kThreads, smem, stream>>>(p);
   cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || p.num_splits == 1) return err;
+  if (err != cudaSuccess || p.num_splits == 1 || p.split_counter != nullptr) return err;
   sparse_attention_combine<<<p.num_rows * p.num_q_heads, 128, 0, stream>>>(p);
   return cudaGetLastError();
 }
@@ -471,7 +492,7 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
   if (ctas <= 0) return 1;
   long long splits = (num_sms + ctas - 1) / ctas;  // one CTA per SM: fill one wave
   if (splits < 1) splits = 1;
-  if (splits > 8) splits = 8;  // >= 2 pages per split for a full top-16 row
+  if (splits > 16) splits = 16;  // >= 1 page per split for a full top-16 row
   return static_cast<int>(splits);
 }
 
@@ -479,6 +500,13 @@ std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_spli
   if (num_splits <= 1) return 0;
   return static_cast<std::int64_t>(num_rows) * num_q_heads * num_splits * 129;
 }
+
+std::int64_t decode_split_counters(int num_rows, int queries_per_cta, int num_kv_heads, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return (static_cast<std::int64_t>(num_rows) + queries_per_cta - 1) / queries_per_cta * num_kv_heads;
+}
+
+int device_memset_zero(void* ptr, std::int64_t bytes) { return cudaMemset(ptr, 0, static_cast<size_t>(bytes)); }
 
 int device_malloc(void** ptr, std::int64_t bytes) {
   return cudaMalloc(ptr, static_cast<size_t>(bytes));

@@ -66,6 +66,10 @@ struct DecodeParams {
   int num_splits = 1;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
+  // Zeroed u32 [row blocks x Hkv]: with splits > 1 the last CTA of each (row block, KV
+  // head) merges the splits in the kernel (no combine launch) and re-zeroes its counter.
+  // nullptr: a separate combine kernel merges them.
+  unsigned* split_counter = nullptr;
 };
 
 /// Query rows per CTA: decode keeps a request's Q drafts together when their Q*G rows
@@ -81,15 +85,19 @@ int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3
 /// reduced-precision accumulation); by default it runs on exact F16 images (spec D7).
 bool fp8_qk_on_e4m3_mma();
 
-/// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 8 splits.
+/// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 16 splits.
 int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms);
 
 /// Workspace floats needed for the given shape and split count (0 when splits == 1).
 std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits);
 
+/// Split counters (u32) the in-kernel merge needs (0 when splits == 1).
+std::int64_t decode_split_counters(int num_rows, int queries_per_cta, int num_kv_heads, int num_splits);
+
 /// Device helpers used by the plan (return cudaError_t values).
 int device_malloc(void** ptr, std::int64_t bytes);
 int device_free(void* ptr);
+int device_memset_zero(void* ptr, std::int64_t bytes);
 int device_sm_count(int* count);
 int device_ordinal(int* ordinal);
 const char* error_string(int err);
