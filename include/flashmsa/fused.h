@@ -71,7 +71,8 @@ struct FusedQkvInsertArgs {
   /// i32 [T]: K/V cache slot = physical_page * 128 + offset; < 0 skips the token.
   /// CPU: values must be < num_pages*128, duplicate slots: the last token wins.
   /// CUDA: values are not read on the host; a slot >= num_pages*128 is skipped;
-  /// duplicate slots: one of the tokens wins (unspecified which).
+  /// duplicate slots: the bytes of that cache row (data and block scales) are
+  /// unspecified, possibly a mix of the tokens (as cache_insert, flashmsa/cache.h).
   TensorView slot_mapping;
   PagedKvCache kv;                 ///< K/V cache, any format (nvfp4: linear or head-slot views)
   /// i32 [T]: index-K cache slots, same rules as slot_mapping.

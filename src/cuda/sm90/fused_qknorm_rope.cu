@@ -45,9 +45,9 @@ __device__ __forceinline__ uint2 e4m3x8(const float (&y)[8], const Divisor* d) {
 
 // Writes this lane's 8 values (bf16 bits in `b`, floats in `x`) of a row into a cache
 // side at slot s, as cache_insert does. Half-uniform (shuffles for nvfp4).
-__device__ __forceinline__ void insert_row(const CacheSideParams& c, int format, long long s,
-                                           long long num_pages, int h, int j, unsigned half_mask,
-                                           const uint4& b, const float (&x)[8]) {
+__device__ __forceinline__ void insert_row(const CacheSideParams& c, float rcp, int format,
+                                           long long s, long long num_pages, int h, int j,
+                                           unsigned half_mask, const uint4& b, const float (&x)[8]) {
   if (s < 0 || s >= num_pages * 128) return;  // skipped / out of range: never written
   const long long page = s >> 7;
   const int tok = static_cast<int>(s & 127);
@@ -55,12 +55,12 @@ __device__ __forceinline__ void insert_row(const CacheSideParams& c, int format,
   if (format == kBf16) {
     *reinterpret_cast<uint4*>(dst + 16 * j) = b;
   } else if (format == kFp8) {
-    const Divisor d = make_divisor(c.global_scale);
+    const Divisor d = make_divisor(c.global_scale, rcp);
     *reinterpret_cast<uint2*>(dst + 8 * j) = e4m3x8(x, &d);
   } else {
     unsigned packed = 0u;
     const unsigned sbits =
-        nvfp4_quantize_half_block(x, __fdiv_rn(1.0f, c.global_scale), half_mask, &packed);
+        nvfp4_quantize_half_block(x, rcp, half_mask, &packed);  // rcp = RN(1 / gs)
     *reinterpret_cast<unsigned*>(dst + 4 * j) = packed;
     if ((j & 1) == 0)
       c.scale[page * c.scale_stride[0] + h * c.scale_stride[1] +
@@ -70,20 +70,20 @@ __device__ __forceinline__ void insert_row(const CacheSideParams& c, int format,
 }
 
 // One head vector (token tok at position pos, vector vec of the packed row) whose 8 bf16
-// values of this lane were already loaded into `raw`. Control flow is uniform over the
-// half-warp. Index loads use the read-only path (__ldg) so that the compiler may issue
-// them ahead of the previous vector's stores.
+// values of this lane were already loaded into `raw`, with its cache slot (K / V: the
+// slot mapping, index key: the index slot mapping, loaded with the row). Control flow is
+// uniform over the half-warp. Loads use the read-only path (__ldg).
 __device__ __forceinline__ void process_vector(const FusedQkvParams& p, long long tok, int vec,
-                                               long long pos, int j, unsigned half_mask,
-                                               const uint4& raw) {
+                                               long long pos, long long slot, int j,
+                                               unsigned half_mask, const uint4& raw) {
   const int k_begin = p.nq, v_begin = p.nq + p.nkv, iq_begin = p.nq + 2 * p.nkv;
   const int ik_vec = iq_begin + p.nidx;
   float x[8];
   unpack8(raw, x);
 
   if (vec >= v_begin && vec < iq_begin) {  // V: raw insert
-    insert_row(p.v, p.kv_format, __ldg(p.slots + tok * p.slots_stride), p.kv_num_pages,
-               vec - v_begin, j, half_mask, raw, x);
+    insert_row(p.v, p.v_rcp, p.kv_format, slot, p.kv_num_pages, vec - v_begin, j, half_mask,
+               raw, x);
     return;
   }
   const std::uint16_t* w = vec < k_begin ? p.q_w
@@ -141,7 +141,7 @@ __device__ __forceinline__ void process_vector(const FusedQkvParams& p, long lon
 
   if (vec < k_begin) {  // Q
     if (p.q_e4m3) {
-      const Divisor d = make_divisor(p.q_scale);
+      const Divisor d = make_divisor(p.q_scale, p.q_rcp);
       *reinterpret_cast<uint2*>(static_cast<unsigned char*>(p.q_out) + tok * p.q_stride[0] +
                                 vec * p.q_stride[1] + 8 * j) = e4m3x8(y, &d);
     } else {
@@ -166,11 +166,10 @@ __device__ __forceinline__ void process_vector(const FusedQkvParams& p, long lon
   float kf[8];
   unpack8(kb, kf);
   if (vec < v_begin)
-    insert_row(p.k, p.kv_format, __ldg(p.slots + tok * p.slots_stride), p.kv_num_pages,
-               vec - k_begin, j, half_mask, kb, kf);
+    insert_row(p.k, p.k_rcp, p.kv_format, slot, p.kv_num_pages, vec - k_begin, j, half_mask, kb,
+               kf);
   else
-    insert_row(p.ik, p.index_format, __ldg(p.index_slots + tok * p.index_slots_stride),
-               p.index_num_pages, 0, j, half_mask, kb, kf);
+    insert_row(p.ik, p.ik_rcp, p.index_format, slot, p.index_num_pages, 0, j, half_mask, kb, kf);
 }
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
@@ -184,24 +183,41 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const unsigned g0 = warp * kVecPerWarp + half;  // this half's vectors: g0 + 2k
   uint4 raw[kVecPerHalf];
   unsigned tok[kVecPerHalf];
-  int pos[kVecPerHalf];
+  int pos[kVecPerHalf], slot[kVecPerHalf];
+  const unsigned k_begin = static_cast<unsigned>(p.nq), iq_begin = static_cast<unsigned>(p.nq + 2 * p.nkv);
 #pragma unroll
   for (int k = 0; k < kVecPerHalf; ++k) {
     const unsigned g = g0 + 2 * k;
     tok[k] = g / per_token;
+    const unsigned vec = g - tok[k] * per_token;
+    raw[k] = make_uint4(0u, 0u, 0u, 0u);
+    pos[k] = 0;
+    slot[k] = -1;
     if (g < total_vectors) {
-      raw[k] = __ldg(reinterpret_cast<const uint4*>(
-          p.qkv + static_cast<long long>(tok[k]) * p.qkv_row_stride +
-          static_cast<long long>(g - tok[k] * per_token) * 128 + 8 * j));
-      pos[k] = __ldg(p.positions + static_cast<long long>(tok[k]) * p.positions_stride);
+      const long long t = tok[k];
+      raw[k] = __ldg(reinterpret_cast<const uint4*>(p.qkv + t * p.qkv_row_stride +
+                                                    static_cast<long long>(vec) * 128 + 8 * j));
+      pos[k] = __ldg(p.positions + t * p.positions_stride);
+      if (vec - k_begin < iq_begin - k_begin) slot[k] = __ldg(p.slots + t * p.slots_stride);
+      else if (vec + 1 == per_token) slot[k] = __ldg(p.index_slots + t * p.index_slots_stride);
     }
   }
-#pragma unroll
+  // Not unrolled: one copy of process_vector (its fp8 / nvfp4 paths are large; four
+  // inlined copies overflowed the instruction cache). The loaded words shift down one
+  // slot per iteration so that every array index stays static (registers, no stack).
+#pragma unroll 1
   for (int k = 0; k < kVecPerHalf; ++k) {
     const unsigned g = g0 + 2 * k;
     if (g < total_vectors)  // uniform over the half-warp
-      process_vector(p, tok[k], static_cast<int>(g - tok[k] * per_token), pos[k], j, half_mask,
-                     raw[k]);
+      process_vector(p, tok[0], static_cast<int>(g - tok[0] * per_token), pos[0], slot[0], j,
+                     half_mask, raw[0]);
+#pragma unroll
+    for (int m = 0; m + 1 < kVecPerHalf; ++m) {
+      raw[m] = raw[m + 1];
+      tok[m] = tok[m + 1];
+      pos[m] = pos[m + 1];
+      slot[m] = slot[m + 1];
+    }
   }
 }
 
@@ -214,8 +230,13 @@ int launch_fused_qknorm_rope_insert(const FusedQkvParams& p, void* stream) {
   const long long per_block = static_cast<long long>(kWarpsPerBlock) * kVecPerWarp;
   const long long blocks = (vectors + per_block - 1) / per_block;
   if (blocks * per_block > 0xffffffffLL) return static_cast<int>(cudaErrorInvalidConfiguration);
+  FusedQkvParams q = p;  // host IEEE float division: the correctly rounded reciprocals
+  q.q_rcp = 1.0f / p.q_scale;
+  q.k_rcp = 1.0f / p.k.global_scale;
+  q.v_rcp = 1.0f / p.v.global_scale;
+  q.ik_rcp = 1.0f / p.ik.global_scale;
   fused_qknorm_rope_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0,
-                             static_cast<cudaStream_t>(stream)>>>(p, static_cast<unsigned>(vectors));
+                             static_cast<cudaStream_t>(stream)>>>(q, static_cast<unsigned>(vectors));
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -4,12 +4,17 @@
 //
 // Bit-exactness with src/common/numerics.cpp: every FP32 operation the CPU performs is
 // done here with the same IEEE round-to-nearest operation in the same order
-// (__fmul_rn / __fdiv_rn, so no FMA contraction or fast division can change a bit), and
+// (__fmul_rn / __fdiv_rn, so no FMA contraction or fast division can change a bit; the
+// divisions are the correctly rounded FMA quotient quotient_rn, equal to __fdiv_rn), and
 // the narrow conversions are written out in integer arithmetic exactly as the CPU
 // defines them (no reliance on the hardware cvt's NaN / signed-zero behaviour).
 #pragma once
 
+// tests/test_quant_device_host.cpp compiles this header on the host (IEEE host operations
+// standing in for the __*_rn intrinsics) to check it against src/common/numerics.cpp.
+#ifndef FLASHMSA_QUANT_DEVICE_HOST_TEST
 #include <cuda_runtime.h>
+#endif
 
 namespace flashmsa::cuda::quant {
 
@@ -85,49 +90,54 @@ __device__ __forceinline__ void unpack8(const uint4& in, float (&x)[8]) {
   }
 }
 
-// Precomputed divisor for exact_quotient: d and its correctly rounded reciprocal.
+// RN(x / d) without a division, for a positive normal d in [2^-32, 2^32] and its
+// correctly rounded reciprocal y = RN(1 / d) (Markstein's theorem: q0 = RN(x * y) is
+// within one ulp of x / d, the residual r = x - d * q0 is exact in one FMA, and
+// RN(q0 + r * y) is the correctly rounded quotient). The range guard keeps every
+// intermediate normal: outside 2^-40 <= |q0| < 2^40 q0 itself is returned, which has the
+// sign of x / d and is, like RN(x / d), below every E4M3 / E2M1 rounding threshold
+// (both become a zero of that sign) or above the saturation bound (both saturate or clamp
+// to the same code; NaN stays NaN). So every narrow conversion of the result equals the
+// conversion of RN(x / d). Checked against IEEE division on the CPU for every BF16 x and
+// 10^8 random / near-midpoint FP32 x over the E4M3 values, 6 and scale-like divisors.
+__device__ __forceinline__ float quotient_rn(float x, float d, float y) {
+  const float q0 = __fmul_rn(x, y);
+  const float r = __fmaf_rn(-q0, d, x);
+  const float q1 = __fmaf_rn(r, y, q0);
+  const unsigned a = __float_as_uint(q0) & 0x7fffffffu;
+  return a - 0x2b800000u < 0x53800000u - 0x2b800000u ? q1 : q0;  // 2^-40 <= |q0| < 2^40
+}
+
+// The exact IEEE division, out of line: only for divisors outside quotient_rn's range
+// (never on the model's scales), so its code stays out of the hot loops.
+static __device__ __noinline__ float div_rn_out_of_line(float x, float d) { return __fdiv_rn(x, d); }
+
+// Precomputed divisor: d and its correctly rounded reciprocal.
 struct Divisor {
   float d;
   float rcp;   // RN(1 / d)
-  bool fast;   // rcp is a finite normal number: the multiply path may be used
+  bool fast;   // d is in [2^-32, 2^32]: quotient_rn applies
 };
 
-__device__ __forceinline__ Divisor make_divisor(float d) {
+// rcp must be RN(1 / d) (host 1.0f / d, or __frcp_rn).
+__device__ __forceinline__ Divisor make_divisor(float d, float rcp) {
   Divisor v;
   v.d = d;
-  v.rcp = __frcp_rn(d);
-  const float a = fabsf(v.rcp);
-  v.fast = a >= 1.17549435e-38f && a <= 3.0e38f && d > 0.0f;
+  v.rcp = rcp;
+  v.fast = d >= 2.3283064365386963e-10f && d <= 4294967296.0f;  // 2^-32 .. 2^32
   return v;
 }
+__device__ __forceinline__ Divisor make_divisor(float d) { return make_divisor(d, __frcp_rn(d)); }
 
-// Division-free E4M3 quotient. q = RN(x * RN(1/d)) is within 3 ulps of RN(x / d), so
-// both round to the same E4M3 value unless q lies within 8 ulps of an E4M3 rounding
-// midpoint (low 20 mantissa bits near 0x80000) or in [2^-11, 2^-6), where the E4M3 grid
-// is absolute (subnormal) and the midpoints are not at that bit pattern. Below 2^-11 both
-// round to a zero of the same sign; NaN, +-inf and saturation give the same code either
-// way (both overflow or both exceed 448). true when q needs the exact IEEE quotient.
-__device__ __forceinline__ bool e4m3_quotient_unsafe(float q) {
-  const unsigned a = __float_as_uint(q) & 0x7fffffffu;
-  const bool subnormal = a - 0x3a000000u < 0x3c800000u - 0x3a000000u;  // 2^-11 <= |q| < 2^-6
-  const bool near_mid = (a & 0xfffffu) - 0x7fff8u <= 16u;  // rem in [0x80000 - 8, 0x80000 + 8]
-  return subnormal || near_mid;
-}
-
-// 8 quotients at once: the multiply path for all, one branch to the exact division for
-// the lanes where any element needs it (rare).
+// 8 correctly rounded quotients x[i] / d (see quotient_rn); the branch is uniform.
 __device__ __forceinline__ void e4m3_safe_quotient8(const float (&x)[8], const Divisor& v,
                                                     float (&q)[8]) {
-  bool bad = !v.fast;
+  if (v.fast) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    q[i] = __fmul_rn(x[i], v.rcp);
-    bad |= e4m3_quotient_unsafe(q[i]);
-  }
-  if (bad) {
+    for (int i = 0; i < 8; ++i) q[i] = quotient_rn(x[i], v.d, v.rcp);
+  } else {
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (!v.fast || e4m3_quotient_unsafe(q[i])) q[i] = __fdiv_rn(x[i], v.d);
+    for (int i = 0; i < 8; ++i) q[i] = div_rn_out_of_line(x[i], v.d);
   }
 }
 
@@ -159,14 +169,18 @@ __device__ __forceinline__ unsigned nvfp4_quantize_half_block(const float (&x)[8
   }
   const float other = __shfl_xor_sync(half_mask, amax, 1);
   if (other > amax) amax = other;
-  const unsigned sbits = f32_to_e4m3_sat(__fdiv_rn(__fmul_rn(gs, amax), 6.0f));
+  // RN(1/6) is a compile-time constant; 6 and sf lie in quotient_rn's divisor range.
+  const unsigned sbits = f32_to_e4m3_sat(quotient_rn(__fmul_rn(gs, amax), 6.0f, 1.0f / 6.0f));
   const float sf = e4m3_to_f32(sbits);
   unsigned packed = 0u;
   if (sf > 0.0f) {
+    const float ry = __frcp_rn(sf);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const float a = fminf(fmaxf(__fdiv_rn(__fmul_rn(x[2 * k], gs), sf), -6.0f), 6.0f);
-      const float b = fminf(fmaxf(__fdiv_rn(__fmul_rn(x[2 * k + 1], gs), sf), -6.0f), 6.0f);
+      const float a =
+          fminf(fmaxf(quotient_rn(__fmul_rn(x[2 * k], gs), sf, ry), -6.0f), 6.0f);
+      const float b =
+          fminf(fmaxf(quotient_rn(__fmul_rn(x[2 * k + 1], gs), sf, ry), -6.0f), 6.0f);
       packed |= (f32_to_e2m1(a) | (f32_to_e2m1(b) << 4)) << (8 * k);
     }
   }
