@@ -66,6 +66,12 @@ __device__ __forceinline__ void locate_row(const DecodeParams& p, long long qrow
   *pos = seq_len - q_len + (qrow - start);
 }
 
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Merges dimension d of (row, head h) over the splits' (O, LSE) pairs in split order and
 // writes the BF16 output (and LSE from d == 0). Empty splits carry LSE -inf (D5).
 __device__ __forceinline__ void merge_splits(const DecodeParams& p, long long row, int h, int d) {
@@ -299,14 +305,19 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
           limit[r] = !sees ? -1 : (key == rlocal[r] ? rlast[r] : 127);
         }
         float mx[2] = {-INFINITY, -INFINITY};
+        if (limit[0] < 127 || limit[1] < 127) {  // only the local page and unselected rows mask
+#pragma unroll
+          for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              const int tk = j * 8 + (lane & 3) * 2 + (jj & 1);
+              if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
+            }
+        }
 #pragma unroll
         for (int j = 0; j < 16; ++j)
 #pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            const int tk = j * 8 + (lane & 3) * 2 + (jj & 1);
-            if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
-            mx[jj >> 1] = fmaxf(mx[jj >> 1], s[4 * j + jj]);
-          }
+          for (int jj = 0; jj < 4; ++jj) mx[jj >> 1] = fmaxf(mx[jj >> 1], s[4 * j + jj]);
         float bias[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -314,13 +325,15 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
           const float m_new = fmaxf(m[r], mx[r]);
           const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-          const float alpha = exp2f((m[r] - m_use) * c2);
+          const float alpha = ex2_approx((m[r] - m_use) * c2);
           m[r] = m_new;
-          l[r] *= alpha;
+          if (alpha != 1.0f) {  // the running max moved
+            l[r] *= alpha;
 #pragma unroll
-          for (int dt = 0; dt < 16; ++dt) {
-            o[4 * dt + 2 * r] *= alpha;
-            o[4 * dt + 2 * r + 1] *= alpha;
+            for (int dt = 0; dt < 16; ++dt) {
+              o[4 * dt + 2 * r] *= alpha;
+              o[4 * dt + 2 * r + 1] *= alpha;
+            }
           }
           bias[r] = FP8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
         }
@@ -328,7 +341,7 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
         // E4M3_sat(p448) held exactly in f16 (D7).
 #pragma unroll
         for (int i2 = 0; i2 < 64; ++i2) {
-          const float e = exp2f(fmaf(s[i2], c2, bias[(i2 >> 1) & 1]));
+          const float e = ex2_approx(fmaf(s[i2], c2, bias[(i2 >> 1) & 1]));  // spec 3.4: ex2.approx.ftz
           l[(i2 >> 1) & 1] += e;
           s[i2] = e;
         }
