@@ -30,7 +30,28 @@
 
 namespace flashmsa::cuda {
 
+/// How E4M3 index q x E4M3 / NVFP4 index K is scored (BF16 q or K always uses HGMMA).
+///  kExact: E4M3 values widened to BF16 (exact) and summed by HGMMA in FP32 (default).
+///  kE4m3: QGMMA, one chain of four k32 wgmmas per page. Hopper's E4M3 wgmma sums with a
+///    reduced-precision aligner: measured on the H200 up to ~7e-4 of the row max (D8
+///    allows 2e-4). Opt-in only.
+///  kE4m3Split: QGMMA, each k32 wgmma into a fresh zero accumulator, the four partials
+///    summed in FP32 on the CUDA cores (promotion every 32 products). Its accuracy on
+///    adversarial data is measured by test_cuda_indexer (Fp8QkPrecision).
+/// kDefault resolves to indexer_fp8_qk_default(): FLASHMSA_FP8_QK = e4m3 | e4m3_split |
+/// exact, read once and logged once (anything else: exact), unless overridden by
+/// set_indexer_fp8_qk_default.
+enum class Fp8Qk : int { kDefault = -1, kExact = 0, kE4m3 = 1, kE4m3Split = 2 };
+
+/// The mode kDefault stands for (see Fp8Qk).
+Fp8Qk indexer_fp8_qk_default();
+/// Overrides the process default (tests, benchmarks); kDefault restores the env value.
+void set_indexer_fp8_qk_default(Fp8Qk mode);
+/// "exact" | "e4m3" | "e4m3_split".
+const char* fp8_qk_name(Fp8Qk mode);
+
 struct IndexerParams {
+  Fp8Qk fp8_qk = Fp8Qk::kDefault; // E4M3 x E4M3 / NVFP4 scoring path
   const void* q = nullptr;        // bf16 | e4m3 [T, H, 128]; strides in elements
   bool q_e4m3 = false;
   std::int64_t q_stride[2] = {0, 0};  // row, head
