@@ -451,7 +451,7 @@ TEST(CudaIndexer, Fp8QkPrecision) {
     for (int adv : {1, 2})
       for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4}) {
         Case d = decode_case({33000, 9000, 130}, 8, 4, f, DType::e4m3);
-        Case pf = prefill_case({100, 3}, {20000, 300}, 4, f, DType::e4m3);
+        Case pf = prefill_case({100, 3}, {12000, 300}, 4, f, DType::e4m3);
         for (Case* c : {&d, &pf}) {
           c->adversarial = adv;
           c->worst = &worst;

@@ -43,9 +43,11 @@ struct Cfg {
 };
 
 // Converting loaders (kLoad != kCopy): raw ring of raw_stages x raw_stage_bytes (NVFP4:
-// 8 KB codes + 1 KB scales per page) plus one converted B tile.
+// 8 KB codes + 1 KB scales per page) plus one converted B tile. NVFP4: 4 x 9 KB.
 constexpr int raw_stage_bytes(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 9216 : 16384; }
-constexpr int raw_stages(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 4 : 2; }
+// E4M3 -> BF16: 32 KB A + 32 KB B + 3 x 16 KB raw + 1 KB slack = 113 KB, two CTAs per SM
+// exactly (2 x (113 + 1 reserved) KB = 228 KB): up to 6 pages (96 KB) in flight per SM.
+constexpr int raw_stages(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 4 : 3; }
 template <bool kFp8>
 constexpr int smem_bytes(int load) {
   using C = Cfg<kFp8>;
@@ -701,6 +703,10 @@ cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, lo
   constexpr int kSmem = smem_bytes<kFp8>(kLoad);
   static const cudaError_t attr = set_smem(score_kernel<kFp8, kLoad, kSplit>, kSmem);
   if (attr != cudaSuccess) return attr;
+  // Largest shared-memory carveout: two CTAs per SM need up to 228 KB.
+  static const cudaError_t carve = cudaFuncSetAttribute(score_kernel<kFp8, kLoad, kSplit>,
+                                                        cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  if (carve != cudaSuccess) return carve;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
   score_kernel<kFp8, kLoad, kSplit><<<grid, kThreads, kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
   return cudaGetLastError();
