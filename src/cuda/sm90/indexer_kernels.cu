@@ -420,8 +420,6 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       fence_proxy_async();
       __syncthreads();  // page i landed everywhere; page i - 1's stage is free
       nxt = i + S - 1;
-      if (nxt < n) load(nxt, nxt % S);
-      cp_async_commit();
       bs = b_base + (i % S) * C::kBTile;
     } else {
       cp_async_wait<kRS - 1>();
@@ -430,12 +428,14 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       fence_proxy_async();
       __syncthreads();  // B tile (and A) visible to wgmma; raw stage i % kRS free
       nxt = i + kRS;
-      if (nxt < n) issue(nxt, sreg);
-      cp_async_commit();
+      if constexpr (kNv) {  // before the wgmma: the scale register would not survive it unspilled
+        if (nxt < n) issue(nxt, sreg);
+      }
     }
-    // Page i: wgmma on B at `bs`, each row's max over the page, store.
+    // Page i: wgmma on B at `bs` (issued), the next page's loads (issued while the
+    // tensor cores run), then each row's max over the page, store.
+    float acc[64];
     if (wg_active) {
-      float acc[64];
       g::fence_operands(acc);
       g::fence();
       if constexpr (kFp8 && kSplit) {
@@ -464,6 +464,14 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
                      g::desc_k_sw128(bs + (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
       }
       g::commit();
+    }
+    if constexpr (kLoad == kCopy) {
+      if (nxt < n) load(nxt, nxt % S);
+    } else if constexpr (!kNv) {
+      if (nxt < n) issue(nxt, sreg);
+    }
+    cp_async_commit();
+    if (wg_active) {
       g::wait<0>();
       g::fence_operands(acc);
       // Rows 16w + l/4 (m0) and + 8 (m1) of this warpgroup; columns spread over the quad.
