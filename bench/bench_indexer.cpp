@@ -17,7 +17,11 @@
 //
 //   build/bench_indexer [--what prefill,decode,topk] [--suite full|low_latency|all]
 //                       [--heads 4] [--formats fp8,nvfp4] [--q Q] [--calls 20] [--reps 10]
-//                       [--csv FILE]
+//                       [--fp8-qk exact|e4m3|e4m3_split] [--no-split] [--csv FILE]
+// Decode also prints "dtopk" (topk_select alone on the call's [B*Q*H, width] shape) and
+// "dscore" (total - dtopk: the scoring kernels, with index-K TB/s) unless --no-split.
+// The E4M3 scoring path (--fp8-qk, else FLASHMSA_FP8_QK, default exact) is in the format
+// column (fp8/exact, e4m3/e4m3_split, ...).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cuda/sm90/indexer_kernels.h"
 #include "flashmsa/flashmsa.h"
 #include "workloads.h"
 
@@ -56,6 +61,7 @@ struct Owned {
 };
 
 FILE* g_csv = nullptr;
+bool g_split_decode = true;  // decode: also time top-k alone and report scoring = total - top-k
 
 void report(const char* kind, const std::string& name, const std::string& fmt, int heads, int batch, int q,
             long long kv, double us, double tflops, double peak, double tbs) {
@@ -160,7 +166,8 @@ bool bench_prefill(int q_len, long long kv, int H, bool fp8, int reps) {
   double pairs = 0;
   for (int r = 0; r < q_len; ++r) pairs += pairs_of(kv - q_len + r);
   const double tf = 2.0 * 128 * H * pairs / (us * 1e-6) / 1e12;
-  report("prefill", "q" + std::to_string(q_len) + "_kv" + std::to_string(kv), fp8 ? "e4m3" : "bf16", H, 1,
+  report("prefill", "q" + std::to_string(q_len) + "_kv" + std::to_string(kv),
+         fp8 ? std::string("e4m3/") + cuda::fp8_qk_name(cuda::indexer_fp8_qk_default()) : std::string("bf16"), H, 1,
          q_len, kv, us, tf, fp8 ? kFp8Peak : kBf16Peak, 0.0);
   return true;
 }
@@ -205,6 +212,9 @@ bool time_graph(Fn fn, int calls, int reps, double* us_per_call) {
   cudaStreamDestroy(s);
   return true;
 }
+
+bool time_topk(int rows, int width, const std::vector<std::int32_t>& lps, bool equal, int calls, int reps,
+               double* us);
 
 bool bench_decode(const tools::WorkloadCase& wc, const std::string& fmt, int H, int calls, int reps) {
   Owned o;
@@ -286,14 +296,34 @@ bool bench_decode(const tools::WorkloadCase& wc, const std::string& fmt, int H, 
       },
       graph_calls, reps, &us);
   if (!ok) return false;
+  const std::string label = bf16 ? fmt : fmt + "/" + cuda::fp8_qk_name(cuda::indexer_fp8_qk_default());
   const double tf = 2.0 * 128 * H * pairs / (us * 1e-6) / 1e12;
-  const double tbs = static_cast<double>(hist_pages) * (page_bytes + scale_bytes) / (us * 1e-6) / 1e12;
-  report("decode", wc.id, fmt, H, B, Q, wc.max_seq_len(), us, tf, bf16 ? kBf16Peak : kFp8Peak, tbs);
+  const double bytes = static_cast<double>(hist_pages) * (page_bytes + scale_bytes);
+  report("decode", wc.id, label, H, B, Q, wc.max_seq_len(), us, tf, bf16 ? kBf16Peak : kFp8Peak, bytes / (us * 1e-6) / 1e12);
+  if (!g_split_decode) return true;
+  // The same call's top-k alone (topk_select on [B*Q*H, width] spread scores, each row's
+  // own local page), and the scoring time = total - top-k (index-K TB/s on it).
+  std::vector<std::int32_t> lps;
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < Q; ++j)
+      for (int h = 0; h < H; ++h) {
+        const long long pos = static_cast<long long>(wc.seq_lens[b]) - Q + j;
+        lps.push_back(pos < 0 ? -1 : static_cast<std::int32_t>(std::min<long long>(pos / 128, width)));
+      }
+  double us_topk = 0;
+  if (!time_topk(B * Q * H, static_cast<int>(width), lps, false, calls, reps, &us_topk)) return false;
+  const double us_s = std::max(us - us_topk, 1e-3);
+  report("dtopk", wc.id, label, H, B, Q, wc.max_seq_len(), us_topk, 0.0, 1.0, 0.0);
+  report("dscore", wc.id, label, H, B, Q, wc.max_seq_len(), us_s, 2.0 * 128 * H * pairs / (us_s * 1e-6) / 1e12,
+         bf16 ? kBf16Peak : kFp8Peak, bytes / (us_s * 1e-6) / 1e12);
   return true;
 }
 
 // topk_select alone: rows x width scores, local page = width (all columns ranked).
-bool bench_topk(int rows, int width, bool equal, int calls, int reps) {
+// topk_select alone on device scores f32 [rows, width], spread (normal, sd 10) or all-equal,
+// local page of row r = lps[r]; us per call.
+bool time_topk(int rows, int width, const std::vector<std::int32_t>& lps, bool equal, int calls, int reps,
+               double* us) {
   Owned o;
   float* sc = static_cast<float*>(o.alloc(static_cast<std::size_t>(rows) * width * 4));
   std::int32_t* lp = static_cast<std::int32_t*>(o.alloc(static_cast<std::size_t>(rows) * 4));
@@ -305,11 +335,9 @@ bool bench_topk(int rows, int width, bool equal, int calls, int reps) {
     std::normal_distribution<float> n(0.f, 10.f);
     for (auto& x : h) x = n(rng);
   }
-  std::vector<std::int32_t> lh(rows, width);
   CUDA_OK(cudaMemcpy(sc, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(lp, lh.data(), lh.size() * 4, cudaMemcpyHostToDevice));
-  double us = 0;
-  const bool ok = time_graph(
+  CUDA_OK(cudaMemcpy(lp, lps.data(), lps.size() * 4, cudaMemcpyHostToDevice));
+  return time_graph(
       [&](int, cudaStream_t s) {
         Status st = topk_select(make_view(sc, DType::f32, {rows, width}, Device::cuda),
                                 make_view(lp, DType::i32, {rows}, Device::cuda),
@@ -317,8 +345,13 @@ bool bench_topk(int rows, int width, bool equal, int calls, int reps) {
         if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
         return st.ok();
       },
-      calls, reps, &us);
-  if (!ok) return false;
+      calls, reps, us);
+}
+
+// topk_select alone: rows x width scores, local page = width (all columns ranked).
+bool bench_topk(int rows, int width, bool equal, int calls, int reps) {
+  double us = 0;
+  if (!time_topk(rows, width, std::vector<std::int32_t>(rows, width), equal, calls, reps, &us)) return false;
   report("topk", std::string(equal ? "all_equal" : "spread") + "_p" + std::to_string(width), "f32", 1, rows, 1,
          static_cast<long long>(width) * 128, us, 0.0, 1.0, 0.0);
   return true;
@@ -340,6 +373,12 @@ int main(int argc, char** argv) {
     else if (a == "--calls") calls = std::stoi(next());
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--csv") csv = next();
+    else if (a == "--fp8-qk") {  // E4M3 scoring path (overrides FLASHMSA_FP8_QK)
+      const std::string m = next();
+      cuda::set_indexer_fp8_qk_default(m == "e4m3" ? cuda::Fp8Qk::kE4m3
+                                       : m == "e4m3_split" ? cuda::Fp8Qk::kE4m3Split
+                                                           : cuda::Fp8Qk::kExact);
+    } else if (a == "--no-split") g_split_decode = false;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -383,6 +422,9 @@ int main(int argc, char** argv) {
     }
   }
   if (want("topk")) {
+    // Issue 5's floor case "batch 64 x Q 8 at 128K context" with the benchmark's 4 index
+    // heads: 64 x 8 x 4 = 2,048 selections over 1,024 pages (<= 20 us), spread and
+    // all-equal; 8,192 pages (1M context) for flatness.
     for (int width : {1024, 8192})
       for (bool equal : {false, true})
         if (!bench_topk(64 * 8 * 4, width, equal, calls, reps)) return 1;

@@ -3,8 +3,12 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/sm90/decode_attention.h"
 #include "cuda/sm90/gmma.cuh"
@@ -37,6 +41,18 @@ struct Cfg {
   static constexpr int kBTile = kPage * kRowBytes;           // 16 / 32 KB
   static constexpr int kSmem = kATile + kStages * kBTile + 1024;  // + 1024 B alignment slack
 };
+
+// Converting loaders (kLoad != kCopy): raw ring of raw_stages x raw_stage_bytes (NVFP4:
+// 8 KB codes + 1 KB scales per page) plus one converted B tile. NVFP4: 4 x 9 KB.
+constexpr int raw_stage_bytes(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 9216 : 16384; }
+// E4M3 -> BF16: 32 KB A + 32 KB B + 3 x 16 KB raw + 1 KB slack = 113 KB, two CTAs per SM
+// exactly (2 x (113 + 1 reserved) KB = 228 KB): up to 6 pages (96 KB) in flight per SM.
+constexpr int raw_stages(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 4 : 3; }
+template <bool kFp8>
+constexpr int smem_bytes(int load) {
+  using C = Cfg<kFp8>;
+  return load == kCopy ? C::kSmem : C::kATile + C::kBTile + raw_stages(load) * raw_stage_bytes(load) + 1024;
+}
 
 __device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
 
@@ -188,8 +204,8 @@ __global__ void __launch_bounds__(kMapThreads) tile_map_kernel(IndexerParams p, 
   for (long long i = base_s + tid; i < max_tiles; i += kMapThreads) map[i] = make_int2(-1, 0);
 }
 
-// Registers holding one thread's share of a page between its global load and its
-// conversion into shared memory (converting loaders only).
+// One thread's share of a raw page (read from the raw ring) for its conversion into the
+// SW128 B tile (converting loaders only).
 struct Raw {
   uint4 d[4];
   std::uint32_t s;
@@ -200,12 +216,17 @@ struct Raw {
 // each score row's max over the 128 tokens (fmaxf: NaN tokens ignored, NaN only when
 // every token is NaN, as the CPU backend) and stores it for the rows whose local page
 // is beyond the page. ws[(row * H + h) * ws_ld + b].
-template <bool kFp8, int kLoad>
-__global__ void __launch_bounds__(kThreads, 2)
+// kSplit (FP8 only): each k32 QGMMA into a fresh zero accumulator, partials summed in
+// FP32 on the CUDA cores (Fp8Qk::kE4m3Split); 64 more accumulator registers, 1 CTA / SM.
+template <bool kFp8, int kLoad, bool kSplit = false>
+__global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     score_kernel(IndexerParams p, const int2* map, float* ws, long long ws_ld, int R, int chunk) {
   using C = Cfg<kFp8>;
   constexpr int S = C::kStages;
   constexpr int kRowChunks = C::kRowBytes / 16;
+  constexpr bool kNv = kLoad == kNvfp4ToE4m3 || kLoad == kNvfp4ToBf16;
+  constexpr int kRawBytes = raw_stage_bytes(kLoad);
+  constexpr int kRS = raw_stages(kLoad);
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* smem = reinterpret_cast<std::uint8_t*>(
       (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
@@ -231,12 +252,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto phys_of = [&](int i) -> long long { return bt_row[(b_begin + i) * p.bt_stride[1]]; };
   auto valid = [&](long long phys) { return phys >= 0 && phys < p.num_pages; };
 
-  // Loader, part 1: cp.async (kCopy) or global loads into registers.
-  auto load = [&](int i, int st, Raw& raw) {
-    const long long phys = phys_of(i);
-    if (!valid(phys)) return;
-    const std::uint8_t* src = p.k_data + phys * p.k_stride[0];
+  // kCopy loader: cp.async of page i's cache bytes into B stage st (SW128).
+  auto load = [&](int i, int st) {
     if constexpr (kLoad == kCopy) {
+      const long long phys = phys_of(i);
+      if (!valid(phys)) return;
+      const std::uint8_t* src = p.k_data + phys * p.k_stride[0];
       std::uint8_t* dst = sb + st * C::kBTile;
 #pragma unroll
       for (int k = 0; k < kPage * kRowChunks / kThreads; ++k) {
@@ -244,22 +265,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int tok = c / kRowChunks, ch = c % kRowChunks;
         cp_async16(dst + g::sw128_offset(tok, ch * 16, kPage), src + tok * p.k_stride[1] + ch * 16);
       }
-    } else if constexpr (kLoad == kE4m3ToBf16) {
-      const int tok = tid / 2, half = tid % 2;
-      const uint4* s = reinterpret_cast<const uint4*>(src + tok * p.k_stride[1] + half * 64);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) raw.d[k] = s[k];
-    } else {
-      const int tok = tid / 2, half = tid % 2;
-      const uint4* s = reinterpret_cast<const uint4*>(src + tok * p.k_stride[1] + half * 32);
-      raw.d[0] = s[0];
-      raw.d[1] = s[1];
-      const std::uint8_t* sc = p.k_scale + phys * p.ks_stride[0] + tok * p.ks_stride[1] + half * 4;
-      raw.s = static_cast<std::uint32_t>(sc[0]) | (static_cast<std::uint32_t>(sc[1]) << 8) |
-              (static_cast<std::uint32_t>(sc[2]) << 16) | (static_cast<std::uint32_t>(sc[3]) << 24);
     }
   };
-  // Loader, part 2 (converting loaders): registers -> converted SW128 tile.
+  // Converting loaders: one thread's share of a raw page (registers) -> converted SW128 tile.
   auto store = [&](int i, int st, const Raw& raw) {
     if constexpr (kLoad != kCopy) {
       if (!valid(phys_of(i))) return;
@@ -314,54 +322,139 @@ __global__ void __launch_bounds__(kThreads, 2)
   const std::uint32_t b_base = g::smem_addr(sb);
   const float kscale = p.k_format == 2 ? p.k_global : 1.0f;
 
-  // Prologue: pages 0 .. S-2.
-#pragma unroll
-  for (int i = 0; i < S - 1; ++i) {
-    if (i < n) {
-      Raw raw;
-      load(i, i, raw);
-      store(i, i, raw);
-    }
-    cp_async_commit();
-  }
-
-  // A: the tile's index q rows, zero rows beyond srows (after the prologue's page loads
-  // are in flight; made visible to wgmma by the first iteration's fence and barrier).
-  for (int i = tid; i < kTileRows * kRowChunks; i += kThreads) {
-    const int sr = i / kRowChunks, c = i % kRowChunks;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (sr < srows) {
-      const long long row = t.row0 + sr / H;
-      const int h = sr % H;
-      const long long off = row * p.q_stride[0] + h * p.q_stride[1];
-      if (kFp8) {
-        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + off + c * 16);
-      } else if (!p.q_e4m3) {
-        v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + 2 * off + c * 16);
-      } else {
-        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(p.q) + off + c * 8);
-        e4m3x4_to_bf16(raw.x, &v.x);
-        e4m3x4_to_bf16(raw.y, &v.z);
+  // A: the tile's index q rows, zero rows beyond srows (made visible to wgmma by the
+  // first iteration's fence and barrier).
+  auto load_a = [&]() {
+    for (int i = tid; i < kTileRows * kRowChunks; i += kThreads) {
+      const int sr = i / kRowChunks, c = i % kRowChunks;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (sr < srows) {
+        const long long row = t.row0 + sr / H;
+        const int h = sr % H;
+        const long long off = row * p.q_stride[0] + h * p.q_stride[1];
+        if (kFp8) {
+          v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + off + c * 16);
+        } else if (!p.q_e4m3) {
+          v = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + 2 * off + c * 16);
+        } else {
+          const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(p.q) + off + c * 8);
+          e4m3x4_to_bf16(raw.x, &v.x);
+          e4m3x4_to_bf16(raw.y, &v.z);
+        }
       }
+      *reinterpret_cast<uint4*>(sa + (sr / 64) * 64 * C::kRowBytes + g::sw128_offset(sr % 64, c * 16, 64)) = v;
     }
-    *reinterpret_cast<uint4*>(sa + (sr / 64) * 64 * C::kRowBytes + g::sw128_offset(sr % 64, c * 16, 64)) = v;
+  };
+  // Converting loaders: the raw cache bytes of kRS pages stream by cp.async into a raw
+  // ring (kRS x 16 KB E4M3 or 9 KB NVFP4 in flight per CTA, not one page in registers);
+  // each page is converted smem -> smem into the single SW128 B tile, then scored.
+  // NVFP4 block scales (any strides) go through a register: loaded when the page is
+  // issued, stored after that iteration's wgmma (the stage is free by then).
+  std::uint8_t* sraw = sb + C::kBTile;
+  auto issue = [&](int i, std::uint32_t& sreg) {
+    const long long phys = phys_of(i);
+    if (!valid(phys)) return;
+    const std::uint8_t* src = p.k_data + phys * p.k_stride[0];
+    std::uint8_t* dst = sraw + (i % kRS) * kRawBytes;
+    constexpr int kTokChunks = kNv ? 4 : 8;  // 16-byte chunks per token
+#pragma unroll
+    for (int k = 0; k < kPage * kTokChunks / kThreads; ++k) {
+      const int c = tid + k * kThreads;
+      const int tok = c / kTokChunks, ch = c % kTokChunks;
+      cp_async16(dst + tok * kTokChunks * 16 + ch * 16, src + tok * p.k_stride[1] + ch * 16);
+    }
+    if constexpr (kNv) {
+      const int tok = tid / 2, half = tid % 2;
+      const std::uint8_t* sc = p.k_scale + phys * p.ks_stride[0] + tok * p.ks_stride[1] + half * 4;
+      sreg = static_cast<std::uint32_t>(sc[0]) | (static_cast<std::uint32_t>(sc[1]) << 8) |
+             (static_cast<std::uint32_t>(sc[2]) << 16) | (static_cast<std::uint32_t>(sc[3]) << 24);
+    }
+  };
+  auto put_scale = [&](int i, std::uint32_t sreg) {
+    if constexpr (kNv) {
+      if (valid(phys_of(i)))
+        *reinterpret_cast<std::uint32_t*>(sraw + (i % kRS) * kRawBytes + 8192 + tid * 4) = sreg;
+    }
+  };
+  auto convert = [&](int i) {
+    if (!valid(phys_of(i))) return;
+    const std::uint8_t* r = sraw + (i % kRS) * kRawBytes;
+    const int tok = tid / 2, half = tid % 2;
+    Raw raw;
+    if constexpr (kNv) {
+      const uint4* s = reinterpret_cast<const uint4*>(r + tok * 64 + half * 32);
+      raw.d[0] = s[0];
+      raw.d[1] = s[1];
+      raw.s = *reinterpret_cast<const std::uint32_t*>(r + 8192 + tid * 4);
+    } else {
+      const uint4* s = reinterpret_cast<const uint4*>(r + tok * 128 + half * 64);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) raw.d[k] = s[k];
+    }
+    store(i, 0, raw);
+  };
+
+  // Prologue: pages 0 .. S-2 (cp.async into the B stages) / 0 .. kRS-1 (raw ring).
+  if constexpr (kLoad == kCopy) {
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+      if (i < n) load(i, i);
+      cp_async_commit();
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kRS; ++j) {
+      std::uint32_t sreg = 0;
+      if (j < n) issue(j, sreg);
+      cp_async_commit();
+      if (j < n) put_scale(j, sreg);
+    }
   }
+  load_a();
 
   for (int i = 0; i < n; ++i) {
-    cp_async_wait<S - 2>();
-    fence_proxy_async();
-    __syncthreads();  // page i landed everywhere; page i - 1's stage is free
-    const int nxt = i + S - 1;
-    Raw raw;
-    if (nxt < n) load(nxt, nxt % S, raw);
-    cp_async_commit();
-    const long long b = b_begin + i;
+    std::uint32_t bs = b_base, sreg = 0;
+    int nxt;
+    if constexpr (kLoad == kCopy) {
+      cp_async_wait<S - 2>();
+      fence_proxy_async();
+      __syncthreads();  // page i landed everywhere; page i - 1's stage is free
+      nxt = i + S - 1;
+      bs = b_base + (i % S) * C::kBTile;
+    } else {
+      cp_async_wait<kRS - 1>();
+      __syncthreads();  // raw page i landed everywhere; the B tile's last wgmma is done
+      convert(i);
+      fence_proxy_async();
+      __syncthreads();  // B tile (and A) visible to wgmma; raw stage i % kRS free
+      nxt = i + kRS;
+      if constexpr (kNv) {  // before the wgmma: the scale register would not survive it unspilled
+        if (nxt < n) issue(nxt, sreg);
+      }
+    }
+    // Page i: wgmma on B at `bs` (issued), the next page's loads (issued while the
+    // tensor cores run), then each row's max over the page, store.
+    float acc[64];
     if (wg_active) {
-      const std::uint32_t bs = b_base + (i % S) * C::kBTile;
-      float acc[64];
       g::fence_operands(acc);
       g::fence();
-      if constexpr (kFp8) {
+      if constexpr (kFp8 && kSplit) {
+        g::e4m3_ss(g::desc_k_sw128(a_base), g::desc_k_sw128(bs), acc, false);
+        g::commit();
+        float part[64];
+#pragma unroll
+        for (int s = 1; s < 4; ++s) {
+          g::fence_operands(part);
+          g::fence();
+          g::e4m3_ss(g::desc_k_sw128(a_base + s * 32), g::desc_k_sw128(bs + s * 32), part, false);
+          g::commit();
+          g::wait<0>();
+          g::fence_operands(part);
+          g::fence_operands(acc);
+#pragma unroll
+          for (int j = 0; j < 64; ++j) acc[j] += part[j];
+        }
+      } else if constexpr (kFp8) {
 #pragma unroll
         for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_k_sw128(a_base + s * 32), g::desc_k_sw128(bs + s * 32), acc, s > 0);
       } else {
@@ -371,6 +464,14 @@ __global__ void __launch_bounds__(kThreads, 2)
                      g::desc_k_sw128(bs + (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
       }
       g::commit();
+    }
+    if constexpr (kLoad == kCopy) {
+      if (nxt < n) load(nxt, nxt % S);
+    } else if constexpr (!kNv) {
+      if (nxt < n) issue(nxt, sreg);
+    }
+    cp_async_commit();
+    if (wg_active) {
       g::wait<0>();
       g::fence_operands(acc);
       // Rows 16w + l/4 (m0) and + 8 (m1) of this warpgroup; columns spread over the quad.
@@ -386,6 +487,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
       if ((l & 3) == 0) {
         const bool ok = valid(phys_of(i));
+        const long long b = b_begin + i;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int sr = wg * 64 + 16 * w + l / 4 + 8 * half;
@@ -399,7 +501,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     if constexpr (kLoad != kCopy) {
-      if (nxt < n) store(nxt, nxt % S, raw);
+      if (nxt < n) put_scale(nxt, sreg);
     }
   }
 }
@@ -448,6 +550,7 @@ __device__ __forceinline__ std::uint32_t score_key(float f) {
 // are resolved by page id with a block prefix count, and the at most 15 winners are
 // ordered by (score desc, id asc). History pages b >= W (not scored) count as NaN.
 // Writes out[j * os] for j < K.
+template <int KPT>
 __device__ __forceinline__ void select_row(const float* s, long long cs, long long W, long long L, int K,
                                            std::int32_t* out, long long os) {
   __shared__ uint2 red[2][32];
@@ -461,20 +564,24 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
     return;
   }
   long long nl = L < W ? L : W;
-  if (nl > static_cast<long long>(blockDim.x) * kTopkKeys) nl = static_cast<long long>(blockDim.x) * kTopkKeys;
+  if (nl > static_cast<long long>(blockDim.x) * KPT) nl = static_cast<long long>(blockDim.x) * KPT;
   const int n = static_cast<int>(nl);
   const int need = K - 1;
   const int take = need < n ? need : n;
-  std::uint32_t key[kTopkKeys];
-  const int base = tid * kTopkKeys;
-  if (cs == 1 && base + kTopkKeys <= n && (reinterpret_cast<std::uintptr_t>(s + base) & 15) == 0) {
-    const float4 x = *reinterpret_cast<const float4*>(s + base);
-    const float4 y = *reinterpret_cast<const float4*>(s + base + 4);
-    key[0] = score_key(x.x); key[1] = score_key(x.y); key[2] = score_key(x.z); key[3] = score_key(x.w);
-    key[4] = score_key(y.x); key[5] = score_key(y.y); key[6] = score_key(y.z); key[7] = score_key(y.w);
+  std::uint32_t key[KPT];
+  const int base = tid * KPT;
+  if (cs == 1 && base + KPT <= n && (reinterpret_cast<std::uintptr_t>(s + base) & 15) == 0) {
+#pragma unroll
+    for (int v = 0; v < KPT / 4; ++v) {
+      const float4 x = *reinterpret_cast<const float4*>(s + base + 4 * v);
+      key[4 * v] = score_key(x.x);
+      key[4 * v + 1] = score_key(x.y);
+      key[4 * v + 2] = score_key(x.z);
+      key[4 * v + 3] = score_key(x.w);
+    }
   } else {
 #pragma unroll
-    for (int i = 0; i < kTopkKeys; ++i) key[i] = base + i < n ? score_key(s[(base + i) * cs]) : 0u;
+    for (int i = 0; i < KPT; ++i) key[i] = base + i < n ? score_key(s[(base + i) * cs]) : 0u;
   }
   if (tid == 0) sel_n = 0;
   std::uint32_t T = 0;
@@ -482,7 +589,7 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
     const std::uint32_t c1 = T | (1u << shift), c2 = T | (2u << shift), c3 = T | (3u << shift);
     std::uint32_t n12 = 0, n3 = 0;
 #pragma unroll
-    for (int i = 0; i < kTopkKeys; ++i) {
+    for (int i = 0; i < KPT; ++i) {
       n12 += (key[i] >= c1 ? 1u : 0u) + (key[i] >= c2 ? 0x10000u : 0u);
       n3 += key[i] >= c3 ? 1u : 0u;
     }
@@ -500,7 +607,7 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
   // Keys above T all win; keys equal to T win in page-id order until `take` are chosen.
   std::uint32_t gt = 0, eq = 0;
 #pragma unroll
-  for (int i = 0; i < kTopkKeys; ++i) {
+  for (int i = 0; i < KPT; ++i) {
     gt += key[i] > T ? 1u : 0u;
     eq += key[i] == T ? 1u : 0u;
   }
@@ -518,7 +625,7 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
   const std::uint32_t GT = __reduce_add_sync(0xffffffffu, sc2.y);
   const std::uint32_t need_eq = static_cast<std::uint32_t>(take) - GT;
 #pragma unroll
-  for (int i = 0; i < kTopkKeys; ++i) {
+  for (int i = 0; i < KPT; ++i) {
     bool win = key[i] > T;
     if (key[i] == T) {
       win = eq_before < need_eq;
@@ -548,7 +655,8 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
 
 // Indexer top-k: one CTA per score row (row, head) of the workspace; also writes
 // page_scores (b < L: the score, NaN beyond the block table; b >= L: -inf).
-__global__ void __launch_bounds__(1024, 1) topk_kernel(IndexerParams p, const float* ws, long long ws_ld) {
+template <int KPT>
+__global__ void __launch_bounds__(KPT == kTopkKeys ? 1024 : 32, KPT == kTopkKeys ? 1 : 16) topk_kernel(IndexerParams p, const float* ws, long long ws_ld) {
   const long long v = blockIdx.x;
   const long long row = v / p.heads;
   const int h = static_cast<int>(v % p.heads);
@@ -558,7 +666,7 @@ __global__ void __launch_bounds__(1024, 1) topk_kernel(IndexerParams p, const fl
   const long long L = pos < 0 ? -1 : pos / kPage;
   const long long W = p.bt_width;
   const float* s = ws + v * ws_ld;
-  select_row(s, 1, W, L, p.topk_k, p.topk + row * p.topk_stride[0] + h * p.topk_stride[1], p.topk_stride[2]);
+  select_row<KPT>(s, 1, W, L, p.topk_k, p.topk + row * p.topk_stride[0] + h * p.topk_stride[1], p.topk_stride[2]);
   if (p.page_scores != nullptr) {
     float* o = p.page_scores + row * p.ps_stride[0] + h * p.ps_stride[1];
     for (long long b = threadIdx.x; b < p.ps_width; b += blockDim.x)
@@ -567,12 +675,20 @@ __global__ void __launch_bounds__(1024, 1) topk_kernel(IndexerParams p, const fl
 }
 
 // topk_select on given scores: one CTA per row.
-__global__ void __launch_bounds__(1024, 1) topk_select_kernel(TopkSelectParams p) {
+template <int KPT>
+__global__ void __launch_bounds__(KPT == kTopkKeys ? 1024 : 32, KPT == kTopkKeys ? 1 : 16) topk_select_kernel(TopkSelectParams p) {
   const long long r = blockIdx.x;
   const long long L = p.local_page[r * p.lp_stride];
-  select_row(p.scores + r * p.s_stride[0], p.s_stride[1], p.width, L, p.k,
+  select_row<KPT>(p.scores + r * p.s_stride[0], p.s_stride[1], p.width, L, p.k,
              p.topk + r * p.topk_stride[0], p.topk_stride[1]);
 }
+
+// Rows of up to kWarpCandidates candidates: one warp per row (CTA of 32 threads), 32
+// keys per thread; the radix rounds then synchronise one warp, not a block (the block
+// version's 16 block-wide barriers dominate at 1,024 pages). Wider rows: the block
+// version below.
+constexpr int kWarpKeys = 32;
+constexpr int kWarpCandidates = 32 * kWarpKeys;
 
 // Threads of a top-k CTA for rows of up to `width` candidates (8 per thread).
 unsigned topk_threads(long long width) {
@@ -589,20 +705,34 @@ cudaError_t set_smem(Kern k, int bytes) {
   return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <bool kFp8, int kLoad>
+template <bool kFp8, int kLoad, bool kSplit = false>
 cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, long long ws_ld,
                           int R, long long tiles, int chunk, int splits, cudaStream_t stream) {
-  using C = Cfg<kFp8>;
-  static const cudaError_t attr = set_smem(score_kernel<kFp8, kLoad>, C::kSmem);
+  constexpr int kSmem = smem_bytes<kFp8>(kLoad);
+  static const cudaError_t attr = set_smem(score_kernel<kFp8, kLoad, kSplit>, kSmem);
   if (attr != cudaSuccess) return attr;
+  // Largest shared-memory carveout: two CTAs per SM need up to 228 KB.
+  static const cudaError_t carve = cudaFuncSetAttribute(score_kernel<kFp8, kLoad, kSplit>,
+                                                        cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  if (carve != cudaSuccess) return carve;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
-  score_kernel<kFp8, kLoad><<<grid, kThreads, C::kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
+  score_kernel<kFp8, kLoad, kSplit><<<grid, kThreads, kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 namespace {
+Fp8Qk fp8_qk_from_env() {
+  const char* v = std::getenv("FLASHMSA_FP8_QK");
+  Fp8Qk m = Fp8Qk::kExact;
+  if (v != nullptr && std::strcmp(v, "e4m3") == 0) m = Fp8Qk::kE4m3;
+  else if (v != nullptr && std::strcmp(v, "e4m3_split") == 0) m = Fp8Qk::kE4m3Split;
+  if (v != nullptr)
+    std::fprintf(stderr, "flashmsa: FLASHMSA_FP8_QK=%s: indexer E4M3 scoring path '%s'\n", v, fp8_qk_name(m));
+  return m;
+}
+std::atomic<int> g_fp8_qk_override{static_cast<int>(Fp8Qk::kDefault)};
 long long ws_ld_of(long long W) { return W < 8 ? 8 : (W + 7) / 8 * 8; }
 // CTA tiles: decode one per request; prefill at most ceil(rows / R) + batch (R = 128 / H
 // rows per tile, a tile never spans two requests).
@@ -616,6 +746,26 @@ long long tiles_of(long long rows, int heads, long long batch, bool prefill) {
 std::size_t indexer_workspace_bytes(std::int64_t rows, int heads, std::int64_t width, int batch, bool prefill) {
   const std::size_t ws = static_cast<std::size_t>(rows) * heads * ws_ld_of(width) * sizeof(float);
   return ws + (prefill ? static_cast<std::size_t>(tiles_of(rows, heads, batch, true)) * sizeof(int2) : 0);
+}
+
+const char* fp8_qk_name(Fp8Qk mode) {
+  switch (mode) {
+    case Fp8Qk::kE4m3: return "e4m3";
+    case Fp8Qk::kE4m3Split: return "e4m3_split";
+    case Fp8Qk::kExact: return "exact";
+    default: return "default";
+  }
+}
+
+Fp8Qk indexer_fp8_qk_default() {
+  const int o = g_fp8_qk_override.load(std::memory_order_relaxed);
+  if (o != static_cast<int>(Fp8Qk::kDefault)) return static_cast<Fp8Qk>(o);
+  static const Fp8Qk env = fp8_qk_from_env();  // read and logged once
+  return env;
+}
+
+void set_indexer_fp8_qk_default(Fp8Qk mode) {
+  g_fp8_qk_override.store(static_cast<int>(mode), std::memory_order_relaxed);
 }
 
 int indexer_device_malloc(void** ptr, std::size_t bytes) { return static_cast<int>(cudaMalloc(ptr, bytes)); }
@@ -645,25 +795,28 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   if (W > 0 && tiles > 0) {
     if (!decode) tile_map_kernel<<<1, kMapThreads, 0, stream>>>(p, map, tiles, R);
     err = cudaGetLastError();
-    // Split each tile's pages into chunks: about 8 (decode) / 16 (prefill) CTAs per SM
-    // (2 resident per SM), so the tail wave is short.
+    // Split each tile's pages into chunks: about 4 (decode) / 16 (prefill) CTAs per SM
+    // (2 resident per SM). Decode is memory bound: two waves of long chunks keep the
+    // pipelines full (each CTA start refills its raw ring), prefill wants a short tail.
     int dev = 0, sms = 132;
     if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    const long long target = (decode ? 8LL : 16LL) * sms;
+    const long long target = (decode ? 4LL : 16LL) * sms;
     long long splits = (target + tiles - 1) / tiles;
     const long long max_splits = (W + 7) / 8;
     if (splits > max_splits) splits = max_splits;
     if (splits < 1) splits = 1;
     const long long chunk = (W + splits - 1) / splits;
     splits = (W + chunk - 1) / chunk;
-    // E4M3 q x E4M3 (or NVFP4-dequantised) K: QGMMA only on request (FLASHMSA_FP8_QK=e4m3).
-    // Hopper's E4M3 wgmma sums with a reduced-precision aligner: measured on the H200,
-    // page scores off by up to ~7e-4 of the row max (D8 allows 2e-4). By default the
-    // E4M3 values are widened to BF16 (exact) and summed by HGMMA in FP32.
-    const bool fp8 = p.q_e4m3 && p.k_format != 0 && fp8_qk_on_e4m3_mma();
+    // E4M3 q x E4M3 (or NVFP4-dequantised) K: QGMMA only on request (Fp8Qk, see the header).
+    const Fp8Qk mode = p.fp8_qk == Fp8Qk::kDefault ? indexer_fp8_qk_default() : p.fp8_qk;
+    const bool fp8 = p.q_e4m3 && p.k_format != 0 && mode != Fp8Qk::kExact;
+    const bool split = mode == Fp8Qk::kE4m3Split;
     if (err == cudaSuccess) {
       const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
-      if (fp8) {
+      if (fp8 && split) {
+        err = p.k_format == 1 ? launch_scores<true, kCopy, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                              : launch_scores<true, kNvfp4ToE4m3, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
+      } else if (fp8) {
         err = p.k_format == 1 ? launch_scores<true, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       } else {
@@ -674,7 +827,9 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     }
   }
   if (err == cudaSuccess) {
-    topk_kernel<<<static_cast<unsigned>(p.num_rows * p.heads), topk_threads(W), 0, stream>>>(p, ws, ws_ld);
+    const unsigned rows = static_cast<unsigned>(p.num_rows * p.heads);
+    if (W <= kWarpCandidates) topk_kernel<kWarpKeys><<<rows, 32, 0, stream>>>(p, ws, ws_ld);
+    else topk_kernel<kTopkKeys><<<rows, topk_threads(W), 0, stream>>>(p, ws, ws_ld);
     err = cudaGetLastError();
   }
   if (workspace == nullptr) {
@@ -686,7 +841,9 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
 
 int launch_topk_select(const TopkSelectParams& p, void* stream) {
   if (p.rows <= 0) return 0;
-  topk_select_kernel<<<static_cast<unsigned>(p.rows), topk_threads(p.width), 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (p.width <= kWarpCandidates) topk_select_kernel<kWarpKeys><<<static_cast<unsigned>(p.rows), 32, 0, s>>>(p);
+  else topk_select_kernel<kTopkKeys><<<static_cast<unsigned>(p.rows), topk_threads(p.width), 0, s>>>(p);
   return static_cast<int>(cudaGetLastError());
 }
 

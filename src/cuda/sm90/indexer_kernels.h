@@ -6,16 +6,19 @@
 //     span two requests (one CTA scans cu_seqlens; workspace sized from T and B).
 //  2. page scores: grid (tile, page chunk); a CTA holds the tile's index q as a 128-row
 //     SW128 A tile (score row = query row x head; decode: the Q drafts of one request)
-//     and streams the chunk's pages through a cp.async pipeline (4 x 16 KB stages FP8,
-//     2 x 32 KB BF16); each page is one N = 128 wgmma tile per warpgroup (QGMMA E4M3
-//     when q is E4M3 and K is E4M3 / NVFP4, HGMMA BF16 otherwise, E4M3 and NVFP4 K
-//     widened or dequantised on chip: exact), FP32 accumulation; the epilogue takes each
+//     and streams the chunk's pages through a cp.async pipeline: cache bytes straight
+//     into SW128 B stages (4 x 16 KB E4M3 for QGMMA, 2 x 32 KB BF16), or, when K must be
+//     converted, raw pages into a ring (3 x 16 KB E4M3, 4 x 9 KB NVFP4) converted smem ->
+//     smem into one B tile per page; each page is one N = 128 wgmma tile per warpgroup
+//     (HGMMA BF16 by default, E4M3 and NVFP4 K widened or dequantised on chip: exact;
+//     QGMMA E4M3 only when selected, see Fp8Qk), FP32 accumulation; the epilogue takes each
 //     row's max over the page's 128 tokens (fmaxf: NaN tokens ignored, NaN only when all
 //     are NaN, as the CPU backend), times the NVFP4 global scale, for the rows whose
 //     local page is beyond it. Sums are tensor-core FP32 sums: not bit-identical to the
 //     CPU's sequential sums (policy D8: 2e-4 relative), deterministic run to run.
-//  3. top-k: one CTA per (row, head), exact D1/D2 selection by a radix search on the
-//     order-preserving score key (cost independent of ties), and page_scores output.
+//  3. top-k: one CTA per (row, head) (one warp for <= 1,024 pages, else up to 1,024
+//     threads), exact D1/D2 selection by a radix search on the order-preserving score
+//     key (cost independent of ties), and page_scores output.
 // The workspace (f32 [T, H, round_up(W, 8)] + the tile map) is allocated with
 // cudaMallocAsync from the shapes (T, H, block-table width W, B), never from lengths.
 //
@@ -30,7 +33,28 @@
 
 namespace flashmsa::cuda {
 
+/// How E4M3 index q x E4M3 / NVFP4 index K is scored (BF16 q or K always uses HGMMA).
+///  kExact: E4M3 values widened to BF16 (exact) and summed by HGMMA in FP32 (default).
+///  kE4m3: QGMMA, one chain of four k32 wgmmas per page. Hopper's E4M3 wgmma sums with a
+///    reduced-precision aligner: measured on the H200 up to ~7e-4 of the row max (D8
+///    allows 2e-4). Opt-in only.
+///  kE4m3Split: QGMMA, each k32 wgmma into a fresh zero accumulator, the four partials
+///    summed in FP32 on the CUDA cores (promotion every 32 products). Its accuracy on
+///    adversarial data is measured by test_cuda_indexer (Fp8QkPrecision).
+/// kDefault resolves to indexer_fp8_qk_default(): FLASHMSA_FP8_QK = e4m3 | e4m3_split |
+/// exact, read once and logged once (anything else: exact), unless overridden by
+/// set_indexer_fp8_qk_default.
+enum class Fp8Qk : int { kDefault = -1, kExact = 0, kE4m3 = 1, kE4m3Split = 2 };
+
+/// The mode kDefault stands for (see Fp8Qk).
+Fp8Qk indexer_fp8_qk_default();
+/// Overrides the process default (tests, benchmarks); kDefault restores the env value.
+void set_indexer_fp8_qk_default(Fp8Qk mode);
+/// "exact" | "e4m3" | "e4m3_split".
+const char* fp8_qk_name(Fp8Qk mode);
+
 struct IndexerParams {
+  Fp8Qk fp8_qk = Fp8Qk::kDefault; // E4M3 x E4M3 / NVFP4 scoring path
   const void* q = nullptr;        // bf16 | e4m3 [T, H, 128]; strides in elements
   bool q_e4m3 = false;
   std::int64_t q_stride[2] = {0, 0};  // row, head
