@@ -305,19 +305,14 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
           limit[r] = !sees ? -1 : (key == rlocal[r] ? rlast[r] : 127);
         }
         float mx[2] = {-INFINITY, -INFINITY};
-        if (limit[0] < 127 || limit[1] < 127) {  // only the local page and unselected rows mask
-#pragma unroll
-          for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-              const int tk = j * 8 + (lane & 3) * 2 + (jj & 1);
-              if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
-            }
-        }
 #pragma unroll
         for (int j = 0; j < 16; ++j)
 #pragma unroll
-          for (int jj = 0; jj < 4; ++jj) mx[jj >> 1] = fmaxf(mx[jj >> 1], s[4 * j + jj]);
+          for (int jj = 0; jj < 4; ++jj) {
+            const int tk = j * 8 + (lane & 3) * 2 + (jj & 1);
+            if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
+            mx[jj >> 1] = fmaxf(mx[jj >> 1], s[4 * j + jj]);
+          }
         float bias[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -327,13 +322,11 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
           const float m_use = m_new == -INFINITY ? 0.0f : m_new;
           const float alpha = ex2_approx((m[r] - m_use) * c2);
           m[r] = m_new;
-          if (alpha != 1.0f) {  // the running max moved
-            l[r] *= alpha;
+          l[r] *= alpha;
 #pragma unroll
-            for (int dt = 0; dt < 16; ++dt) {
-              o[4 * dt + 2 * r] *= alpha;
-              o[4 * dt + 2 * r + 1] *= alpha;
-            }
+          for (int dt = 0; dt < 16; ++dt) {
+            o[4 * dt + 2 * r] *= alpha;
+            o[4 * dt + 2 * r + 1] *= alpha;
           }
           bias[r] = FP8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
         }
@@ -420,9 +413,42 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  for (int idx = tid; idx < nrows * 128; idx += kThreads) {
-    const int gr = idx >> 7, d = idx & 127;
-    merge_splits(p, q0 + gr / G, g * G + gr % G, d);
+  // Per row: split weights exp(lse_s - LSE) into shared memory (the page stages are free
+  // now), then every (row, dim) output sums the splits' partials with independent loads.
+  float* s_w = reinterpret_cast<float*>(body);  // [nrows][num_splits]
+  const int S = p.num_splits;
+  for (int gr = tid; gr < nrows; gr += kThreads) {
+    const long long row = q0 + gr / G;
+    const int h = g * G + gr % G;
+    const std::int64_t base = (row * p.num_q_heads + h) * S;
+    float M = -INFINITY;
+    for (int sp = 0; sp < S; ++sp) M = fmaxf(M, __ldcg(p.lse_partial + base + sp));
+    float W = 0.0f;
+    for (int sp = 0; sp < S; ++sp) {
+      const float w = M == -INFINITY ? 0.0f : expf(__ldcg(p.lse_partial + base + sp) - M);
+      s_w[gr * S + sp] = w;
+      W += w;
+    }
+    const float inv = W > 0.0f ? 1.0f / W : 0.0f;
+    for (int sp = 0; sp < S; ++sp) s_w[gr * S + sp] *= inv;
+    if (p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = M == -INFINITY ? -INFINITY : M + logf(W);
+  }
+  __syncthreads();
+  for (int idx = tid; idx < nrows * 64; idx += kThreads) {  // two dims per item
+    const int gr = idx >> 6, d = (idx & 63) * 2;
+    const long long row = q0 + gr / G;
+    const int h = g * G + gr % G;
+    const std::int64_t base = (row * p.num_q_heads + h) * S;
+    float a0 = 0.0f, a1 = 0.0f;
+#pragma unroll 4
+    for (int sp = 0; sp < S; ++sp) {
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(p.o_partial + (base + sp) * 128 + d));
+      const float w = s_w[gr * S + sp];
+      a0 = fmaf(w, v.x, a0);
+      a1 = fmaf(w, v.y, a1);
+    }
+    *reinterpret_cast<__nv_bfloat162*>(p.out + row * p.out_row_stride + h * p.out_head_stride + d) =
+        __floats2bfloat162_rn(a0 * p.v_global, a1 * p.v_global);
   }
 }
 
