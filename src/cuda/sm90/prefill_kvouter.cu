@@ -39,6 +39,7 @@ struct __align__(16) UnitDesc {
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
   int* counts = nullptr;            // [N] entries per row (zeroed, consumed by the fill)
+  int* sched = nullptr;             // = counts + N: the attention kernel's unit counter (zeroed)
   int* row_ptr = nullptr;           // [N+1]
   int* unit_ptr = nullptr;          // [N+1] work units before each row
   int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
@@ -67,7 +68,7 @@ std::int64_t unit_capacity(const PrefillParams& p) {
 Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
-  const std::int64_t sizes[9] = {N * 4,
+  const std::int64_t sizes[9] = {(N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
@@ -84,6 +85,7 @@ Workspace carve(const PrefillParams& p, void* base) {
     off += align256(sizes[i]);
   }
   w.counts = static_cast<int*>(ptrs[0]);
+  w.sched = w.counts ? w.counts + N : nullptr;
   w.row_ptr = static_cast<int*>(ptrs[1]);
   w.unit_ptr = static_cast<int*>(ptrs[2]);
   w.block_sums = static_cast<int2*>(ptrs[3]);
@@ -350,7 +352,7 @@ struct Smem {
   // Output staging (64 rows x 256 bytes per warpgroup, SW128): the 256-byte-row Q tile
   // the QK wgmma read; E4M3 QGMMA needs its own (one: only the epilogue uses it).
   static constexpr int kStage = (FMT == at::kBf16 || QK16) ? 0 : kTileRows * 256;
-  static constexpr int kMeta = 3 * kTileRows * 5;  // s_entry[3][128] (int), s_lim[3][128] (int8)
+  static constexpr int kMeta = 3 * kTileRows * 5 + 8;  // s_entry[3][128] (int), s_lim[3][128] (int8), s_sched[2]
   static constexpr int kBytes = 2 * kPage + kConv + kNQ * kQ + kNWide * kWideQ + kStage + kMeta;
   static constexpr int kAlloc = kBytes + 1024;  // runtime 1024-byte alignment
   static_assert(kAlloc <= 227 * 1024, "shared memory");
@@ -571,6 +573,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
   std::uint8_t* stage_fp8 = wbase + S::kNWide * S::kWideQ;
   int* s_entry = reinterpret_cast<int*>(stage_fp8 + S::kStage);        // [3][128]
   std::int8_t* s_lim = reinterpret_cast<std::int8_t*>(s_entry + 3 * kTileRows);  // [3][128]
+  int* s_sched = reinterpret_cast<int*>(s_lim + 3 * kTileRows);                  // [2]
   // Buffers of tile position n.
   auto q_buf = [qbase](int n) { return qbase + (n % S::kNQ) * S::kQ; };
   auto wide_q = [wbase](int n) { return wbase + (n & 1) * S::kWideQ; };
@@ -599,15 +602,19 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
   at::cp_async_commit();
   float s[64], o[64], m[2], l[2];
   std::uint32_t pa[8][4];
-  while (true) {
-    const int un = u + gridDim.x;
-    const bool has_next = un < total;
-    UnitDesc nxt;
-    if (has_next) nxt = w.units[un];
+  // Dynamic schedule (load balance; the output does not depend on which CTA runs a
+  // unit): a CTA's first two units are blockIdx.x and blockIdx.x + gridDim.x, its
+  // (k+2)-th is 2 gridDim.x + a ticket that thread 0 takes during its k-th unit's last
+  // tile and publishes in s_sched[k & 1] for the unit barrier of unit k+1.
+  for (int k = 0;; ++k) {
     // This unit's page and first Q tile; every warpgroup is past the previous unit.
     at::cp_async_wait<0>();
     at::fence_view_async_shared();
     __syncthreads();
+    const int un = k == 0 ? u + static_cast<int>(gridDim.x) : s_sched[(k - 1) & 1];
+    const bool has_next = un < total;
+    UnitDesc nxt;
+    if (has_next) nxt = w.units[un];
     at::convert_page<FMT, QK16>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid, kThreads);
     __syncthreads();
     const std::uint32_t k_addr = gm::smem_addr(PB::k_tile(page_buf(pb), conv));
@@ -674,6 +681,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
     }
     {  // last tile: the next unit's tile 0 was gathered at step last-1 unless it is tile 0
       const int n = n0 + last;
+      int ticket = 0;
+      if (tid == 0 && has_next) ticket = atomicAdd(w.sched, 1);
       {
         const std::int8_t* lim = lim_of(n);
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
@@ -691,6 +700,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       gm::fence_operands(o);
       fence_pa(pa);
       epilogue<FMT>(p, w, cur, G, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      if (tid == 0 && has_next) s_sched[k & 1] = 2 * static_cast<int>(gridDim.x) + ticket;
     }
     if (!has_next) break;
     n0 += cur.ntiles;
@@ -794,7 +804,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
   const int qpt = kTileRows / G;
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
-  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N) * 4, stream);
+  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N + 1) * 4, stream);
   if (err == cudaSuccess) {
     plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
     if (scan_blocks_n <= kSingleScanBlocks) {
