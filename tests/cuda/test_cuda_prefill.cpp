@@ -315,14 +315,17 @@ TEST(CudaPrefill, LseOffHeadMajorTopkMessyEntriesSwizzledScales) {
   check_case(c, "bf16 head-major, messy");
 }
 
+// Several work units per CTA (about 4 here): the cross-unit page and Q-tile pipeline.
 TEST(CudaPrefill, SingleRequestLongChunk) {
   REQUIRE_GPU();
-  Case c;
-  c.reqs = {{2048, 6144}};
-  c.hq = 16;
-  c.hkv = 1;
-  c.format = KvFormat::fp8;
-  check_case(c, "fp8 16/1 2048 rows");
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.reqs = {{2048, 6144}};
+    c.hq = 16;
+    c.hkv = 1;
+    c.format = f;
+    check_case(c, std::string(kv_format_name(f)) + " 16/1 2048 rows");
+  }
 }
 
 TEST(CudaPrefill, BitwiseDeterministic) {

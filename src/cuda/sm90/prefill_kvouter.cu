@@ -39,6 +39,7 @@ struct __align__(16) UnitDesc {
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
   int* counts = nullptr;            // [N] entries per row (zeroed, consumed by the fill)
+  int* sched = nullptr;             // = counts + N: the attention kernel's unit counter (zeroed)
   int* row_ptr = nullptr;           // [N+1]
   int* unit_ptr = nullptr;          // [N+1] work units before each row
   int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
@@ -67,7 +68,7 @@ std::int64_t unit_capacity(const PrefillParams& p) {
 Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
-  const std::int64_t sizes[9] = {N * 4,
+  const std::int64_t sizes[9] = {(N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
@@ -84,6 +85,7 @@ Workspace carve(const PrefillParams& p, void* base) {
     off += align256(sizes[i]);
   }
   w.counts = static_cast<int*>(ptrs[0]);
+  w.sched = w.counts ? w.counts + N : nullptr;
   w.row_ptr = static_cast<int*>(ptrs[1]);
   w.unit_ptr = static_cast<int*>(ptrs[2]);
   w.block_sums = static_cast<int2*>(ptrs[3]);
@@ -231,6 +233,44 @@ __global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p,
   }
 }
 
+// Small plans (at most kSingleScanBlocks scan blocks): the same two scans in one CTA,
+// block by block with a running carry (one launch instead of three).
+constexpr int kSingleScanBlocks = 16;
+__global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams p, Workspace w, int qpt) {
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  const long long N = num_csr_rows(p);
+  int carry_e = 0, carry_u = 0;
+  for (long long b0 = 0; b0 < N; b0 += kScanRows) {
+    int ce[kScanItems], cu[kScanItems];
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      const long long r = b0 + threadIdx.x * kScanItems + i;
+      ce[i] = r < N ? w.counts[r] : 0;
+      cu[i] = units_of(ce[i], qpt);
+    }
+    int te, tu;
+    Scan(tmp).ExclusiveSum(ce, ce, te);
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(cu, cu, tu);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      const long long r = b0 + threadIdx.x * kScanItems + i;
+      if (r < N) {
+        w.row_ptr[r] = carry_e + ce[i];
+        w.unit_ptr[r] = carry_u + cu[i];
+      }
+    }
+    carry_e += te;
+    carry_u += tu;
+  }
+  if (threadIdx.x == 0) {
+    w.row_ptr[N] = carry_e;
+    w.unit_ptr[N] = carry_u;
+  }
+}
+
 __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
   const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
   if (i >= static_cast<long long>(p.num_rows) * p.num_kv_heads) return;
@@ -242,12 +282,23 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
   locate(p, t, &b, &pos);
   const long long base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
   const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
-  for (int k = 0; k < p.topk_k; ++k) {
-    if (!((mask >> k) & 1u)) continue;
-    const long long r = base + row[k * p.topk_stride[2]];
-    const int slot = atomicSub(&w.counts[r], 1) - 1;  // any order: see the header
-    w.list[w.row_ptr[r] + slot] = (t << 4) | k;
+  // Fully unrolled in three passes (top-k reads, then atomics and row offsets, then the
+  // list stores) so each pass's global round trips overlap: a rolled loop paid three
+  // dependent round trips per entry.
+  int e[16], slot[16], rp[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) e[k] = ((mask >> k) & 1u) ? row[k * p.topk_stride[2]] : 0;  // bits >= K are 0
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    if ((mask >> k) & 1u) {
+      const long long r = base + e[k];
+      slot[k] = atomicSub(&w.counts[r], 1) - 1;  // any order: see the header
+      rp[k] = w.row_ptr[r];
+    }
   }
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    if ((mask >> k) & 1u) w.list[rp[k] + slot[k]] = (t << 4) | k;
 }
 
 // One thread per CSR row: the descriptors of the row's work units.
@@ -280,57 +331,62 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
 // Attention.
 
 // QK16 (FP8 paths, default): Q K^T on the exact F16 images of E4M3 Q and K (attn_tile.cuh):
-// the E4M3 Q rows arrive raw by cp.async and each warpgroup widens its 64 rows into the
-// F16 Q tile just before its QK wgmma.
+// the E4M3 Q rows arrive raw by cp.async and each warpgroup widens its 64 rows into an
+// F16 Q tile before it issues that tile's QK wgmma.
+//
+// Software pipeline (per warpgroup): the QK wgmma of tile n+1 is issued right after the
+// PV wgmma of tile n, so it runs under tile n's epilogue; the Q rows of tile n+2 are in
+// flight meanwhile. Three tiles are live at once, so the buffers rotate by tile position
+// n (counted across units): metadata n % 3; BF16 / QGMMA Q tiles n % 3 (a BF16 tile is
+// also the output staging of its own epilogue); QK16: raw E4M3 rows n % 2 (dead once
+// widened) and F16 Q tiles n % 2 (each the staging of its own epilogue).
 template <int FMT, bool QK16>
 struct Smem {
   using PB = at::PageBytes<FMT, QK16>;
-  static constexpr int kPage = PB::kStage;               // one cp.async page stage (x2)
-  static constexpr int kConv = PB::kConv;                // converted page tiles (x1)
-  static constexpr int kRawQ = QK16 ? kTileRows * 128 : 0;           // raw E4M3 Q tile (x2 with QK16)
-  static constexpr int kQ = QK16 ? kRawQ : kTileRows * PB::kQRow;   // one cp.async Q tile (x2)
-  static constexpr int kWideQ = QK16 ? kTileRows * 256 : 0;          // F16 Q tile (x1)
-  // Output staging (64 rows x 256 bytes per warpgroup, SW128): reuses the 256-byte-row Q
-  // tile the QK wgmma read (its rows are dead once S is computed); E4M3 QGMMA needs its own.
+  static constexpr int kPage = PB::kStage;                            // one cp.async page stage (x2)
+  static constexpr int kConv = PB::kConv;                             // converted page tiles (x1)
+  static constexpr int kNQ = QK16 ? 2 : 3;                            // cp.async Q tiles
+  static constexpr int kQ = QK16 ? kTileRows * 128 : kTileRows * PB::kQRow;
+  static constexpr int kNWide = QK16 ? 2 : 0;                         // F16 Q tiles (QK16)
+  static constexpr int kWideQ = kTileRows * 256;
+  // Output staging (64 rows x 256 bytes per warpgroup, SW128): the 256-byte-row Q tile
+  // the QK wgmma read; E4M3 QGMMA needs its own (one: only the epilogue uses it).
   static constexpr int kStage = (FMT == at::kBf16 || QK16) ? 0 : kTileRows * 256;
-  static constexpr int kMeta = 2 * 2 * kTileRows * 4;    // s_entry[2][128], s_lim[2][128]
-  static constexpr int kBytes = 2 * kPage + kConv + 2 * kQ + kWideQ + kStage + kMeta;
-  static constexpr int kAlloc = kBytes + 1024;           // runtime 1024-byte alignment
+  static constexpr int kMeta = 3 * kTileRows * 5 + 8;  // s_entry[3][128] (int), s_lim[3][128] (int8), s_sched[2]
+  static constexpr int kBytes = 2 * kPage + kConv + kNQ * kQ + kNWide * kWideQ + kStage + kMeta;
+  static constexpr int kAlloc = kBytes + 1024;  // runtime 1024-byte alignment
+  static_assert(kAlloc <= 227 * 1024, "shared memory");
 };
 
-// A work unit as the attention kernel uses it: the descriptor plus the page's addresses.
-struct Unit : UnitDesc {
-  at::PageSrc src;
-};
-
+// Global addresses of a work unit's page (computed where needed, not kept live: the
+// pipelined tile loop runs at the register limit).
 template <int FMT>
-__device__ __forceinline__ Unit decode_unit(const PrefillParams& p, const Workspace& w, int u) {
-  Unit un;
-  static_cast<UnitDesc&>(un) = w.units[u];
+__device__ __forceinline__ at::PageSrc page_src(const PrefillParams& p, const UnitDesc& un) {
+  at::PageSrc src;
   const long long phys = un.phys;
   constexpr int es = FMT == at::kBf16 ? 2 : 1;
-  un.src.k = static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + un.g * p.k_stride[1]) * es;
-  un.src.v = static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + un.g * p.v_stride[1]) * es;
-  un.src.k_tok = p.k_stride[2] * es;
-  un.src.v_tok = p.v_stride[2] * es;
+  src.k = static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + un.g * p.k_stride[1]) * es;
+  src.v = static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + un.g * p.v_stride[1]) * es;
+  src.k_tok = p.k_stride[2] * es;
+  src.v_tok = p.v_stride[2] * es;
   if constexpr (FMT == at::kNvfp4) {
-    un.src.ks = p.k_scale + phys * p.ks_stride[0] + un.g * p.ks_stride[1];
-    un.src.vs = p.v_scale + phys * p.vs_stride[0] + un.g * p.vs_stride[1];
-    un.src.ks_tok = p.ks_stride[2];
-    un.src.vs_tok = p.vs_stride[2];
-    un.src.k_swz = p.k_swizzled;
-    un.src.v_swz = p.v_swizzled;
+    src.ks = p.k_scale + phys * p.ks_stride[0] + un.g * p.ks_stride[1];
+    src.vs = p.v_scale + phys * p.vs_stride[0] + un.g * p.vs_stride[1];
+    src.ks_tok = p.ks_stride[2];
+    src.vs_tok = p.vs_stride[2];
+    src.k_swz = p.k_swizzled;
+    src.v_swz = p.v_swizzled;
   }
-  return un;
+  return src;
 }
 
 // cp.async gather of M-tile j of unit `un` (rows r -> entry r / G, head g*G + r % G) and
 // its row metadata: s_entry = list entry or -1 (padding), s_lim = last visible token of
 // the page for that query (127, or p % 128 on the query's local page; -1 for padding).
 template <int FMT, bool QK16>
-__device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Workspace& w, const Unit& un, int j,
-                                             int G, int qpt, std::uint8_t* q_tile, int* s_entry, int* s_lim,
-                                             int tid) {
+__device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Workspace& w, const UnitDesc& un, int j,
+                                             int G, int qpt, std::uint8_t* q_tile, int* s_entry,
+                                             std::int8_t* s_lim, int tid) {
   constexpr int kChunks = FMT == at::kBf16 ? 16 : 8;  // 16-byte chunks of one global Q row
   constexpr int es = FMT == at::kBf16 ? 2 : 1;
   const int r = tid >> 1, half = tid & 1;  // warpgroup wg copies its own rows 64 wg..
@@ -354,7 +410,7 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Works
   }
   if (half == 0) {
     s_entry[r] = entry;
-    s_lim[r] = lim;
+    s_lim[r] = static_cast<std::int8_t>(lim);
   }
 }
 
@@ -383,60 +439,63 @@ __device__ __forceinline__ void wg_barrier(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
 }
 
-// One warpgroup's 64 rows of the current tile: single-page softmax and the partial
-// (O, LSE) of each row at its entry's slot.
-template <int FMT, bool QK16>
-__device__ __forceinline__ void compute_tile(const PrefillParams& p, const Workspace& w, const Unit& un, int G,
-                                             std::uint8_t* page, std::uint8_t* conv, std::uint8_t* q_tile,
-                                             std::uint8_t* wide_q, std::uint8_t* stage, const int* s_entry,
-                                             const int* s_lim, int wg, int wtid) {
-  using PB = at::PageBytes<FMT, QK16>;
-  constexpr bool kFp8 = FMT != at::kBf16;
-  const int warp = wtid >> 5, lane = wtid & 31;
-  const int lr0 = 64 * wg + 16 * warp + (lane >> 2);
-  const int lim0 = s_lim[lr0], lim1 = s_lim[lr0 + 8];
-
-  if constexpr (QK16) {  // this warpgroup's 64 raw E4M3 rows -> the F16 Q tile
+// Keeps the P fragments (operands of an in-flight RS wgmma) in their registers until
+// the wgmma.wait that retires it.
+__device__ __forceinline__ void fence_pa(std::uint32_t (&pa)[8][4]) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int c = wtid + 128 * i;
-      const int row = 64 * wg + (c >> 4), ch = c & 15;
-      at::store_e4m3x8_as_f16(wide_q + gm::sw128_offset(row, 16 * ch, kTileRows),
-                              *reinterpret_cast<const uint2*>(q_tile + row * 128 + 8 * ch));
-    }
-    at::fence_view_async_shared();
-    wg_barrier(wg);
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(pa[i][k])::"memory");
+}
+
+// QK16: this warpgroup's 64 raw E4M3 rows -> the F16 Q tile (then proxy fence; the
+// caller's warpgroup barrier publishes it to the wgmma).
+__device__ __forceinline__ void widen_q(const std::uint8_t* raw, std::uint8_t* wide, int wg, int wtid) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int c = wtid + 128 * i;
+    const int row = 64 * wg + (c >> 4), ch = c & 15;
+    at::store_e4m3x8_as_f16(wide + gm::sw128_offset(row, 16 * ch, kTileRows),
+                            *reinterpret_cast<const uint2*>(raw + row * 128 + 8 * ch));
   }
-  float s[64];
-  at::wg_qk<FMT, QK16>(gm::smem_addr(QK16 ? wide_q : q_tile) + 128 * 64 * wg, kTileRows * 128,
-                       gm::smem_addr(PB::k_tile(page, conv)), s);
-  gm::wait<0>();
-  gm::fence_operands(s);
+  at::fence_view_async_shared();
+}
 
+// Single-page softmax of this warpgroup's 64 rows (S waited in s) -> P fragments pa, row
+// maxima m (raw logits) and per-thread normaliser partials l; then issues O = P V
+// (committed, not waited: pa must stay untouched until it retires).
+template <int FMT>
+__device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64], int lim0, int lim1,
+                                           std::uint32_t v_addr, std::uint32_t (&pa)[8][4], float (&o)[64],
+                                           float (&m)[2], float (&l)[2], int lane) {
+  constexpr bool kFp8 = FMT != at::kBf16;
   const float c2 = p.c * kLog2e;
-  float m[2] = {-INFINITY, -INFINITY};
+  if (lim0 < 127 || lim1 < 127) {  // the query's own page: causal mask
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < 16; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int col = 8 * j + 2 * (lane & 3) + (i & 1);
-      if (col > ((i >> 1) ? lim1 : lim0)) s[4 * j + i] = -INFINITY;
-      m[i >> 1] = fmaxf(m[i >> 1], s[4 * j + i]);
-    }
-  float bias[2], l[2] = {0.0f, 0.0f};
+      for (int i = 0; i < 4; ++i) {
+        const int col = 8 * j + 2 * (lane & 3) + (i & 1);
+        if (col > ((i >> 1) ? lim1 : lim0)) s[4 * j + i] = -INFINITY;
+      }
+  }
+  m[0] = m[1] = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) m[(i >> 1) & 1] = fmaxf(m[(i >> 1) & 1], s[i]);
+  float bias[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 1));
     m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 2));
     const float mu = m[r] == -INFINITY ? 0.0f : m[r];
     bias[r] = kFp8 ? fmaf(-mu, c2, kLog2_448) : -mu * c2;  // spec 3.4
+    l[r] = 0.0f;
   }
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
     s[i] = ex2_approx(fmaf(s[i], c2, bias[(i >> 1) & 1]));  // masked: 0
     l[(i >> 1) & 1] += s[i];                               // unrounded normaliser
   }
-  std::uint32_t pa[8][4];
 #pragma unroll
   for (int st = 0; st < 8; ++st) {
     if constexpr (kFp8) {  // E4M3_sat(p448), exact as f16
@@ -451,12 +510,18 @@ __device__ __forceinline__ void compute_tile(const PrefillParams& p, const Works
       gm::bf16_a_from_acc(s, st, pa[st]);
     }
   }
-  float o[64];
-  at::wg_pv<FMT>(pa, gm::smem_addr(PB::v_tile(page, conv)), o, false);
-  gm::wait<0>();
-  gm::fence_operands(o);
+  at::wg_pv<FMT>(pa, v_addr, o, false);
+}
 
-  // Epilogue: rows normalised, staged as BF16 (SW128, 256-byte rows), stored coalesced.
+// Epilogue of one tile (PV retired): rows normalised, staged as BF16 (SW128, 256-byte
+// rows), stored coalesced at each row's entry slot, and the row LSE.
+template <int FMT>
+__device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const UnitDesc& un, int G,
+                                         const float (&o)[64], const float (&m)[2], float (&l)[2],
+                                         std::uint8_t* stage, const int* s_entry, int wg, int wtid) {
+  constexpr bool kFp8 = FMT != at::kBf16;
+  const int warp = wtid >> 5, lane = wtid & 31;
+  const int lr0 = 64 * wg + 16 * warp + (lane >> 2);
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -480,7 +545,7 @@ __device__ __forceinline__ void compute_tile(const PrefillParams& p, const Works
     }
   }
   wg_barrier(wg);
-#pragma unroll
+#pragma unroll 4
   for (int i = 0; i < 8; ++i) {
     const int c = wtid + 128 * i;
     const int row = 64 * wg + (c >> 4), ch = c & 15;
@@ -496,77 +561,149 @@ __device__ __forceinline__ void compute_tile(const PrefillParams& p, const Works
 template <int FMT, bool QK16>
 __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillParams p, const Workspace w) {
   using S = Smem<FMT, QK16>;
+  using PB = at::PageBytes<FMT, QK16>;
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   const std::uint32_t a0 = gm::smem_addr(smem_raw);
   std::uint8_t* smem = smem_raw + (((a0 + 1023u) & ~1023u) - a0);
   // Buffers by index (arithmetic, not arrays: no local-memory indexing).
   auto page_buf = [smem](int i) { return smem + i * S::kPage; };
   std::uint8_t* conv = smem + 2 * S::kPage;
-  auto q_buf = [conv](int i) { return conv + S::kConv + i * S::kQ; };
-  std::uint8_t* wide_q = conv + S::kConv + 2 * S::kQ;  // QK16 only
-  std::uint8_t* stage_fp8 = wide_q + S::kWideQ;
-  int* s_entry = reinterpret_cast<int*>(stage_fp8 + S::kStage);  // [2][128]
-  int* s_lim = s_entry + 2 * kTileRows;                          // [2][128]
+  std::uint8_t* qbase = conv + S::kConv;
+  std::uint8_t* wbase = qbase + S::kNQ * S::kQ;
+  std::uint8_t* stage_fp8 = wbase + S::kNWide * S::kWideQ;
+  int* s_entry = reinterpret_cast<int*>(stage_fp8 + S::kStage);        // [3][128]
+  std::int8_t* s_lim = reinterpret_cast<std::int8_t*>(s_entry + 3 * kTileRows);  // [3][128]
+  int* s_sched = reinterpret_cast<int*>(s_lim + 3 * kTileRows);                  // [2]
+  // Buffers of tile position n.
+  auto q_buf = [qbase](int n) { return qbase + (n % S::kNQ) * S::kQ; };
+  auto wide_q = [wbase](int n) { return wbase + (n & 1) * S::kWideQ; };
+  auto ent_of = [s_entry](int n) { return s_entry + (n % 3) * kTileRows; };
+  auto lim_of = [s_lim](int n) { return s_lim + (n % 3) * kTileRows; };
+  auto qk_tile = [&](int n) { return QK16 ? wide_q(n) : q_buf(n); };
+  auto stage_of = [&](int n) { return FMT == at::kBf16 ? q_buf(n) : (QK16 ? wide_q(n) : stage_fp8); };
 
   const int total = w.unit_ptr[num_csr_rows(p)];
   int u = blockIdx.x;
   if (u >= total) return;
   const int G = p.num_q_heads / p.num_kv_heads, qpt = kTileRows / G;
   const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
+  const int lane = wtid & 31;
+  const int lr0 = 64 * wg + 16 * (wtid >> 5) + (lane >> 2);
 
-  Unit cur = decode_unit<FMT>(p, w, u);
-  int qb = 0, pb = 0;
-  at::issue_page_copy<FMT, QK16>(cur.src, page_buf(0), cur.valid, tid, kThreads);
-  prefetch_scales<FMT>(cur.src, tid);
+  UnitDesc cur = w.units[u];
+  int n0 = 0, pb = 0;  // position of cur's tile 0; page buffer of cur
+  {
+    const at::PageSrc src = page_src<FMT>(p, cur);
+    at::issue_page_copy<FMT, QK16>(src, page_buf(0), cur.valid, tid, kThreads);
+    prefetch_scales<FMT>(src, tid);
+  }
   at::cp_async_commit();
-  issue_q_tile<FMT, QK16>(p, w, cur, 0, G, qpt, q_buf(0), s_entry, s_lim, tid);
+  issue_q_tile<FMT, QK16>(p, w, cur, 0, G, qpt, q_buf(0), ent_of(0), lim_of(0), tid);
   at::cp_async_commit();
-  while (true) {
-    const int un = u + gridDim.x;
-    const bool has_next = un < total;
-    Unit nxt;
-    if (has_next) nxt = decode_unit<FMT>(p, w, un);
-    // This unit's page and first Q tile.
+  float s[64], o[64], m[2], l[2];
+  std::uint32_t pa[8][4];
+  // Dynamic schedule (load balance; the output does not depend on which CTA runs a
+  // unit): a CTA's first two units are blockIdx.x and blockIdx.x + gridDim.x, its
+  // (k+2)-th is 2 gridDim.x + a ticket that thread 0 takes during its k-th unit's last
+  // tile and publishes in s_sched[k & 1] for the unit barrier of unit k+1.
+  for (int k = 0;; ++k) {
+    // This unit's page and first Q tile; every warpgroup is past the previous unit.
     at::cp_async_wait<0>();
     at::fence_view_async_shared();
     __syncthreads();
-    at::convert_page<FMT, QK16>(cur.src, page_buf(pb), conv, cur.valid, tid, kThreads);
+    const int un = k == 0 ? u + static_cast<int>(gridDim.x) : s_sched[(k - 1) & 1];
+    const bool has_next = un < total;
+    UnitDesc nxt;
+    if (has_next) nxt = w.units[un];
+    at::convert_page<FMT, QK16>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid, kThreads);
     __syncthreads();
-    // The next unit's page goes into the other buffer during the last two tiles. Each
-    // tile commits two groups (next Q tile, next page; either may be empty), so the Q
-    // tile committed one step earlier is complete after wait_group 1.
+    const std::uint32_t k_addr = gm::smem_addr(PB::k_tile(page_buf(pb), conv));
+    const std::uint32_t v_addr = gm::smem_addr(PB::v_tile(page_buf(pb), conv));
+    // Tiles run in full even where a warpgroup's rows are all padding (only a unit's last
+    // tile has any): no wgmma in a divergent path. Padding rows have zero Q, lim -1 (all
+    // keys masked: P = 0, l = 0) and entry -1 (nothing stored).
+    if constexpr (QK16) {
+      widen_q(q_buf(n0), wide_q(n0), wg, wtid);
+      wg_barrier(wg);
+    }
+    at::wg_qk<FMT, QK16>(gm::smem_addr(qk_tile(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+    if (cur.ntiles > 1)
+      issue_q_tile<FMT, QK16>(p, w, cur, 1, G, qpt, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1), tid);
+    at::cp_async_commit();
+    at::cp_async_commit();  // empty: two groups per step, as in the loop
+    gm::wait<0>();
+    gm::fence_operands(s);
     // Inside a unit the warpgroups run free: warpgroup wg gathers, owns and reads only
     // rows [64 wg, 64 wg + 64) of the Q tiles, metadata and staging (threads 2r, 2r+1
-    // copy row r), so a warpgroup barrier suffices and one warpgroup's softmax and
-    // epilogue overlap the other's MMAs. Both reach the CTA barrier at the next unit
-    // start, so the page buffer the next page goes into is free.
+    // copy row r), so warpgroup barriers suffice. Step j (tile n = n0 + j, S(n) waited):
+    // softmax, PV(n) issued; Q(n+1) complete (cp.async groups: each step commits Q(n+2),
+    // then the next unit's page or nothing, so after wait_group 1 only the page of step
+    // j-1 may be in flight), widened (QK16); QK(n+1) issued; the gather of position n+2
+    // (this unit's tile j+2 or the next unit's tile 0) and, two tiles before the end,
+    // the next unit's page into the other buffer (free: both warpgroups passed the unit
+    // barrier); PV(n) retired; epilogue(n) under QK(n+1); QK(n+1) retired.
+    // Buffers of position n+2 (= n-1 mod 3; QK16 raw rows: = n mod 2, widened before
+    // step j-1's QK) are free after this step's warpgroup barrier.
+    const int last = cur.ntiles - 1;
     const int jp = has_next ? max(cur.ntiles - 2, 0) : -1;
-    for (int j = 0; j < cur.ntiles; ++j) {
-      if (j > 0) {
-        at::cp_async_wait<1>();
-        at::fence_view_async_shared();
+#pragma unroll 1
+    for (int j = 0; j < last; ++j) {
+      const int n = n0 + j;
+      {
+        const std::int8_t* lim = lim_of(n);
+        softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
+      }
+      at::cp_async_wait<1>();
+      at::fence_view_async_shared();
+      wg_barrier(wg);  // Q(n+1) landed in all threads; tile n-1's epilogue is done
+      if constexpr (QK16) {
+        widen_q(q_buf(n + 1), wide_q(n + 1), wg, wtid);
         wg_barrier(wg);
       }
-      if (j + 1 < cur.ntiles)
-        issue_q_tile<FMT, QK16>(p, w, cur, j + 1, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
-                          s_lim + (qb ^ 1) * kTileRows, tid);
+      at::wg_qk<FMT, QK16>(gm::smem_addr(qk_tile(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+      if (j + 2 < cur.ntiles)
+        issue_q_tile<FMT, QK16>(p, w, cur, j + 2, G, qpt, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2), tid);
       else if (has_next)
-        issue_q_tile<FMT, QK16>(p, w, nxt, 0, G, qpt, q_buf(qb ^ 1), s_entry + (qb ^ 1) * kTileRows,
-                          s_lim + (qb ^ 1) * kTileRows, tid);
+        issue_q_tile<FMT, QK16>(p, w, nxt, 0, G, qpt, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2), tid);
       at::cp_async_commit();
       if (j == jp) {
-        at::issue_page_copy<FMT, QK16>(nxt.src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
-        prefetch_scales<FMT>(nxt.src, tid);
+        const at::PageSrc src = page_src<FMT>(p, nxt);
+        at::issue_page_copy<FMT, QK16>(src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+        prefetch_scales<FMT>(src, tid);
       }
       at::cp_async_commit();
-      const int* ent = s_entry + qb * kTileRows;
-      if (ent[64 * wg] >= 0)  // rows are filled in order: an empty first row = all padding
-        compute_tile<FMT, QK16>(p, w, cur, G, page_buf(pb), conv, q_buf(qb), wide_q,
-                                FMT == at::kBf16 ? q_buf(qb) : (QK16 ? wide_q : stage_fp8), ent,
-                                s_lim + qb * kTileRows, wg, wtid);
-      qb ^= 1;
+      gm::wait<1>();  // PV(n); QK(n+1) stays in flight
+      gm::fence_operands(o);
+      fence_pa(pa);
+      epilogue<FMT>(p, w, cur, G, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      gm::wait<0>();  // QK(n+1)
+      gm::fence_operands(s);
+    }
+    {  // last tile: the next unit's tile 0 was gathered at step last-1 unless it is tile 0
+      const int n = n0 + last;
+      int ticket = 0;
+      if (tid == 0 && has_next) ticket = atomicAdd(w.sched, 1);
+      {
+        const std::int8_t* lim = lim_of(n);
+        softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
+      }
+      if (last == 0 && has_next)  // position n+1 = n-2 mod 3: free since the unit barrier
+        issue_q_tile<FMT, QK16>(p, w, nxt, 0, G, qpt, q_buf(n + 1), ent_of(n + 1), lim_of(n + 1), tid);
+      at::cp_async_commit();
+      if (last == jp) {
+        const at::PageSrc src = page_src<FMT>(p, nxt);
+        at::issue_page_copy<FMT, QK16>(src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+        prefetch_scales<FMT>(src, tid);
+      }
+      at::cp_async_commit();
+      gm::wait<0>();
+      gm::fence_operands(o);
+      fence_pa(pa);
+      epilogue<FMT>(p, w, cur, G, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      if (tid == 0 && has_next) s_sched[k & 1] = 2 * static_cast<int>(gridDim.x) + ticket;
     }
     if (!has_next) break;
+    n0 += cur.ntiles;
     cur = nxt;
     u = un;
     pb ^= 1;
@@ -667,12 +804,16 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
   const int qpt = kTileRows / G;
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
-  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N) * 4, stream);
+  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N + 1) * 4, stream);
   if (err == cudaSuccess) {
     plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
-    scan_reduce<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
-    scan_blocks<<<1, kScanThreads, 0, stream>>>(p, w, static_cast<int>(scan_blocks_n));
-    scan_rows<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+    if (scan_blocks_n <= kSingleScanBlocks) {
+      scan_single<<<1, kScanThreads, 0, stream>>>(p, w, qpt);
+    } else {
+      scan_reduce<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+      scan_blocks<<<1, kScanThreads, 0, stream>>>(p, w, static_cast<int>(scan_blocks_n));
+      scan_rows<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+    }
     err = cudaGetLastError();
   }
   if (err == cudaSuccess) {

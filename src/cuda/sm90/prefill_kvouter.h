@@ -11,9 +11,11 @@
 //      entry's partial depends only on its own query row and page, never on its tile
 //      neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
-//      rows) walk work units = (row, up to kTilesPerUnit M-tiles). The page is loaded
+//      rows) take work units = (row, up to kTilesPerUnit M-tiles) from a dynamic
+//      schedule (ticket counter; outputs do not depend on it). The page is loaded
 //      once per unit (double-buffered across units), the Q tiles are gathered with
-//      cp.async one tile ahead; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
+//      cp.async two tiles ahead and each warpgroup issues tile n+1's QK wgmma before
+//      tile n's epilogue; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
 //      single-page softmax per (query, head); partial O (BF16) and LSE (FP32) go to
 //      [K, T, Hq, 128] / [K, T, Hq] at the entry's slot.
 //   3. combine: per (query, head), the valid slots in ascending order:
