@@ -167,8 +167,14 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
   if (num_splits_ > 1) {
     p.o_partial = static_cast<float*>(device_workspace_);
     p.lse_partial = p.o_partial + static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_ * 128;
-    p.split_counter = reinterpret_cast<unsigned*>(
-        static_cast<float*>(device_workspace_) + cuda::decode_workspace_floats(p.num_rows, p.num_q_heads, num_splits_));
+    // FLASHMSA_DECODE_MERGE=combine: merge the splits in a separate kernel instead.
+    static const bool separate_combine = [] {
+      const char* e = std::getenv("FLASHMSA_DECODE_MERGE");
+      return e != nullptr && std::strcmp(e, "combine") == 0;
+    }();
+    if (!separate_combine)
+      p.split_counter = reinterpret_cast<unsigned*>(
+          static_cast<float*>(device_workspace_) + cuda::decode_workspace_floats(p.num_rows, p.num_q_heads, num_splits_));
   }
   return launch("SparseDecodePlan::run", p, a.kv.format, a.q.dtype, a.stream);
 }
