@@ -1,6 +1,6 @@
 #include "binding.h"
 
-#include <sstream>
+#include <string>
 
 namespace flashmsa_py {
 
@@ -19,11 +19,21 @@ void throw_arg(const char* op, const char* arg, const std::string& expected,
   __builtin_unreachable();
 }
 
+namespace {
+std::string int_list(c10::IntArrayRef v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+}  // namespace
+
+// Built without iostreams: on the H200 image, formatting through std::ostream inside the
+// extension crashed in libstdc++'s num_put (an ABI mismatch between the headers the
+// extension was compiled with and the libstdc++ the python process had loaded).
 std::string describe(const at::Tensor& t) {
   if (!t.defined()) return "an undefined tensor";
-  std::ostringstream os;
-  os << t.sizes() << " " << t.scalar_type() << " (" << t.device() << ") strides " << t.strides();
-  return os.str();
+  return int_list(t.sizes()) + " " + c10::toString(t.scalar_type()) + " (" + t.device().str() + ") strides " +
+         int_list(t.strides());
 }
 
 namespace {

@@ -434,8 +434,11 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     }
     // Page i: wgmma on B at `bs` (issued), the next page's loads (issued while the
     // tensor cores run), then each row's max over the page, store.
+    // Every warpgroup issues and waits (rows beyond srows are zero in the A tile): a
+    // wgmma issued and waited under a divergent condition makes ptxas serialise them all
+    // (C7518). Only active warpgroups store.
     float acc[64];
-    if (wg_active) {
+    {
       g::fence_operands(acc);
       g::fence();
       if constexpr (kFp8 && kSplit) {
@@ -471,9 +474,9 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       if (nxt < n) issue(nxt, sreg);
     }
     cp_async_commit();
+    g::wait<0>();
+    g::fence_operands(acc);
     if (wg_active) {
-      g::wait<0>();
-      g::fence_operands(acc);
       // Rows 16w + l/4 (m0) and + 8 (m1) of this warpgroup; columns spread over the quad.
       float m0 = acc[0], m1 = acc[2];
 #pragma unroll
