@@ -1,6 +1,6 @@
 #include "flashmsa/tensor.h"
 
-#include <sstream>
+#include <string>
 
 #include "flashmsa/version.h"
 
@@ -48,13 +48,12 @@ bool TensorView::is_contiguous() const {
 }
 
 std::string TensorView::describe() const {
-  std::ostringstream os;
-  os << "[";
-  for (int d = 0; d < rank; ++d) os << (d ? ", " : "") << shape[d];
-  os << "] " << dtype_name(dtype) << " strides [";
-  for (int d = 0; d < rank; ++d) os << (d ? ", " : "") << stride[d];
-  os << "] on " << device_name(device);
-  return os.str();
+  // No iostreams (see detail::float_string in src/common/validate.h).
+  std::string s = "[";
+  for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  s += std::string("] ") + dtype_name(dtype) + " strides [";
+  for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(stride[d]);
+  return s + "] on " + device_name(device);
 }
 
 TensorView make_strided_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,

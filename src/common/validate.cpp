@@ -1,9 +1,15 @@
 #include "common/validate.h"
 
 #include <cmath>
-#include <sstream>
+#include <cstdio>
 
 namespace flashmsa::detail {
+
+std::string float_string(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 std::string to_string(std::int64_t v) { return std::to_string(v); }
 
@@ -83,9 +89,9 @@ Status check_inner_contiguous(const char* op, const char* arg, const TensorView&
 Status check_aligned16(const char* op, const char* arg, const TensorView& t) {
   const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
   if (addr % 16 != 0) {
-    std::ostringstream os;
-    os << "data address 0x" << std::hex << addr;
-    return Status::InvalidArgument(op, arg, "a 16-byte aligned data address", os.str());
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "data address 0x%llx", static_cast<unsigned long long>(addr));
+    return Status::InvalidArgument(op, arg, "a 16-byte aligned data address", buf);
   }
   const std::int64_t es = static_cast<std::int64_t>(dtype_size(t.dtype));
   for (int d = 0; d + 1 < t.rank; ++d) {
@@ -107,9 +113,7 @@ Status check_device(const char* op, const char* arg, const TensorView& t, Device
 
 Status check_positive_finite(const char* op, const char* arg, float value) {
   if (!(value > 0.0f) || !std::isfinite(value)) {
-    std::ostringstream os;
-    os << value;
-    return Status::InvalidArgument(op, arg, "a finite value > 0", os.str());
+    return Status::InvalidArgument(op, arg, "a finite value > 0", float_string(value));
   }
   return Status::Ok();
 }

@@ -63,4 +63,9 @@ Status check_gqa(const char* op, std::int64_t num_q_heads, std::int64_t num_kv_h
 
 std::string to_string(std::int64_t v);
 
+/// printf("%g") of a float for error messages. The library formats its messages without
+/// iostreams: inside the PyTorch extension built on the H200 image, std::ostream number
+/// formatting crashed (libstdc++ headers newer than the runtime the python process loads).
+std::string float_string(double v);
+
 }  // namespace flashmsa::detail

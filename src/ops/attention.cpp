@@ -2,7 +2,6 @@
 // validation (D3, D7, D10) and dispatch to the CPU core (src/cpu/attention_cpu.cpp).
 #include "flashmsa/attention.h"
 
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,11 +21,7 @@ constexpr const char* kRunOp = "SparseDecodePlan::run";
 
 using detail::to_string;
 
-std::string float_string(float v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+using detail::float_string;
 
 bool on_cuda(const TensorView& t) { return t.defined() && t.device == Device::cuda; }
 

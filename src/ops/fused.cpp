@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "common/parallel.h"
@@ -134,9 +133,7 @@ Status validate(const FusedQkvInsertArgs& a) {
                                    "num_kv_heads = " + to_string(a.num_kv_heads) + " (D10)",
                                    to_string(a.num_index_heads));
   if (!std::isfinite(a.eps) || a.eps < 0.0f) {
-    std::ostringstream os;
-    os << a.eps;
-    return Status::InvalidArgument(kOp, "eps", "a finite value >= 0", os.str());
+    return Status::InvalidArgument(kOp, "eps", "a finite value >= 0", detail::float_string(a.eps));
   }
 
   // Packed projection row.
@@ -183,9 +180,7 @@ Status validate(const FusedQkvInsertArgs& a) {
   if (a.q_out.dtype == DType::e4m3) {
     FLASHMSA_RETURN_IF_ERROR(detail::check_positive_finite(kOp, "q_scale", a.q_scale));
   } else if (a.q_scale != 1.0f) {
-    std::ostringstream os;
-    os << a.q_scale;
-    return Status::InvalidArgument(kOp, "q_scale", "1 for a bf16 q_out", os.str());
+    return Status::InvalidArgument(kOp, "q_scale", "1 for a bf16 q_out", detail::float_string(a.q_scale));
   }
   FLASHMSA_RETURN_IF_ERROR(check_output("index_q_out", a.index_q_out, t, hidx));
   return Status::Ok();
