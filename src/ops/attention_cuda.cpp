@@ -167,12 +167,14 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
   if (num_splits_ > 1) {
     p.o_partial = static_cast<float*>(device_workspace_);
     p.lse_partial = p.o_partial + static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_ * 128;
-    // FLASHMSA_DECODE_MERGE=combine: merge the splits in a separate kernel instead.
-    static const bool separate_combine = [] {
+    // FLASHMSA_DECODE_MERGE=in_kernel: the last CTA of each row block merges the splits
+    // (no combine launch). Measured slower on the H200 (b1 Q1: 25 us against 16 us with
+    // the combine kernel; b8: 72 us against 54 us): its merge loop is latency bound.
+    static const bool in_kernel_merge = [] {
       const char* e = std::getenv("FLASHMSA_DECODE_MERGE");
-      return e != nullptr && std::strcmp(e, "combine") == 0;
+      return e != nullptr && std::strcmp(e, "in_kernel") == 0;
     }();
-    if (!separate_combine)
+    if (in_kernel_merge)
       p.split_counter = reinterpret_cast<unsigned*>(
           static_cast<float*>(device_workspace_) + cuda::decode_workspace_floats(p.num_rows, p.num_q_heads, num_splits_));
   }

@@ -531,7 +531,7 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
   if (ctas <= 0) return 1;
   long long splits = (num_sms + ctas - 1) / ctas;  // one CTA per SM: fill one wave
   if (splits < 1) splits = 1;
-  if (splits > 16) splits = 16;  // >= 1 page per split for a full top-16 row
+  if (splits > 8) splits = 8;  // >= 2 pages per split for a full top-16 row
   return static_cast<int>(splits);
 }
 

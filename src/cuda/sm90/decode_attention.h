@@ -66,9 +66,9 @@ struct DecodeParams {
   int num_splits = 1;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
-  // Zeroed u32 [row blocks x Hkv]: with splits > 1 the last CTA of each (row block, KV
-  // head) merges the splits in the kernel (no combine launch) and re-zeroes its counter.
-  // nullptr: a separate combine kernel merges them.
+  // Zeroed u32 [row blocks x Hkv] (opt-in, FLASHMSA_DECODE_MERGE=in_kernel): with splits
+  // > 1 the last CTA of each (row block, KV head) merges the splits in the kernel and
+  // re-zeroes its counter. nullptr (default): a separate combine kernel merges them.
   unsigned* split_counter = nullptr;
 };
 
@@ -85,7 +85,7 @@ int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3
 /// reduced-precision accumulation); by default it runs on exact F16 images (spec D7).
 bool fp8_qk_on_e4m3_mma();
 
-/// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 16 splits.
+/// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 8 splits.
 int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms);
 
 /// Workspace floats needed for the given shape and split count (0 when splits == 1).
