@@ -16,7 +16,7 @@ enum class StatusCode {
   kOk = 0,
   kInvalidArgument,  ///< a tensor or scalar argument violates the documented contract
   kUnsupported,      ///< valid request that this build / backend does not implement
-  kInternal,         ///< a bug in FlashMSA (should never happen)
+  kInternal,         ///< the backend failed: a CUDA launch or allocation error (message names it), or a bug
 };
 
 /// Result of an operation: ok, or a code plus a human-readable message.

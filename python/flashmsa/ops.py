@@ -112,8 +112,8 @@ def fused_qknorm_rope_insert(
     positions, slot_mapping, index_slot_mapping: int32 ``[T]`` (int64 is converted with a copy).
     q_out: bfloat16 or float8_e4m3fn ``[T, Hq, 128]`` (e4m3: E4M3_sat(q / q_scale));
     index_q_out: bfloat16 or float8_e4m3fn ``[T, Hidx, 128]``. Hidx must equal Hkv.
-    K is normed + rotated before insertion, V is inserted raw. CUDA supports bf16 and
-    fp8 caches (nvfp4: CPU only, RuntimeError on CUDA).
+    K is normed + rotated before insertion, V is inserted raw. Every cache format (bf16,
+    fp8, nvfp4) on CPU and CUDA.
     """
     _F.fused_qknorm_rope_insert(
         qkv, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight,

@@ -1,17 +1,17 @@
 // Internal: SM90 sparse attention for decode and prefill (spec 3.1-3.4, 3.6, D1, D4-D7).
 // Host-side interface, includable from plain C++ (no CUDA types).
 //
-// Design: one CTA of 4 or 8 warps per (block of R consecutive query rows, KV head, KV
-// split); tile rows are the R query rows x the G query heads of the KV head (decode: R =
-// the request's Q drafts when they fit a 128-row tile). The CTA builds the sorted union
-// of its rows' valid top-k pages, keyed by (request, logical page) (D1 skipping rules,
-// one bit per query row), and stages each union page's K and V (128 x 128) once in
-// shared memory: BF16 as is; FP8 and NVFP4 converted on chip to F16 (every E4M3 value
-// and E4M3_sat(e2m1 x scale) is exact in F16, so the F16 products equal the FP8 MMA's).
-// Warp w owns tile rows [16w, 16w+16) and all 128 tokens of a page: S = Q K^T and
-// O = P V with mma.sync m16n8k16, online softmax per row, a row masked where its query
-// did not select the page or beyond its causal limit. With several splits a reduction
-// kernel merges the per-split (O, LSE). Pages are double buffered with cp.async.
+// Design: one CTA of one or two warpgroups per (block of R consecutive query rows, KV
+// head, KV split); tile rows are the R query rows x the G query heads of the KV head
+// (decode: R = the request's Q drafts when they fit a 128-row tile). The CTA builds the
+// sorted union of its rows' valid top-k pages, keyed by (request, logical page) (D1
+// skipping rules, one bit per query row), and stages each union page once in shared
+// memory (attn_tile.cuh: BF16 as is; FP8 / NVFP4 widened on chip to exact F16 images).
+// Warpgroup w owns tile rows [64w, 64w+64) and all 128 tokens of a page: S = Q K^T and
+// O = P V with wgmma, online softmax per row, a row masked where its query did not
+// select the page or beyond its causal limit. With several splits the per-split
+// (O, LSE) are merged by a combine kernel (or, opt-in, by the last CTA). Pages are
+// double buffered with cp.async. Prefill uses prefill_kvouter.h by default.
 #pragma once
 
 #include <cstdint>
