@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_suites.h"
 #include "bench_util.h"
 #include "flashmsa/flashmsa.h"
 #include "workloads.h"
@@ -258,25 +259,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string dir;
-  Status st = tools::find_data_dir("", &dir);
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s\n", st.message().c_str());
-    return 2;
-  }
   std::vector<std::pair<std::string, std::vector<tools::WorkloadCase>>> suites;
-  for (const std::string s : {"low_latency", "full"}) {
-    if (suite != "all" && suite != s) continue;
-    std::vector<tools::WorkloadCase> cases;
-    st = tools::load_decode_suite(dir, s, &cases);
-    if (!st.ok()) {
-      std::fprintf(stderr, "%s\n", st.message().c_str());
-      return 2;
-    }
-    if (q_override > 0)
-      for (auto& c : cases) c.q_len_per_req = q_override;
-    suites.push_back({s, cases});
-  }
+  if (!flashmsa::bench::load_decode_suites(suite, {"low_latency", "full"}, q_override, &suites)) return 2;
   std::vector<Row> rows;
   for (const std::string& f : split(formats, ',')) {
     const KvFormat fmt = f == "bf16" ? KvFormat::bf16 : f == "fp8" ? KvFormat::fp8 : KvFormat::nvfp4;

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_suites.h"
 #include "bench_util.h"
 #include "cuda/sm90/indexer_kernels.h"
 #include "flashmsa/flashmsa.h"
@@ -399,27 +400,13 @@ int main(int argc, char** argv) {
       }
   }
   if (want("decode")) {
-    std::string dir;
-    Status st = tools::find_data_dir("", &dir);
-    if (!st.ok()) {
-      std::fprintf(stderr, "%s\n", st.message().c_str());
-      return 2;
-    }
-    for (const std::string s : {"full", "low_latency"}) {
-      if (suite != "all" && suite != s) continue;
-      std::vector<tools::WorkloadCase> cases;
-      st = tools::load_decode_suite(dir, s, &cases);
-      if (!st.ok()) {
-        std::fprintf(stderr, "%s\n", st.message().c_str());
-        return 2;
-      }
+    std::vector<std::pair<std::string, std::vector<tools::WorkloadCase>>> suites;
+    if (!flashmsa::bench::load_decode_suites(suite, {"full", "low_latency"}, q_override, &suites)) return 2;
+    for (auto& [name, cases] : suites)
       for (const std::string& f : split(formats, ','))
         for (const std::string& h : split(heads, ','))
-          for (auto& c : cases) {
-            if (q_override > 0) c.q_len_per_req = q_override;
+          for (auto& c : cases)
             if (!bench_decode(c, f, std::stoi(h), calls, reps)) return 1;
-          }
-    }
   }
   if (want("topk")) {
     // Issue 5's floor case "batch 64 x Q 8 at 128K context" with the benchmark's 4 index
