@@ -27,6 +27,25 @@ flashmsa::KvFormat format_of(const at::Tensor& kv_cache) {
   }
 }
 
+// The arguments prefill and decode share (both argument structs name them alike).
+template <class Args>
+void fill_attention_args(const char* op, const at::Tensor& q, const at::Tensor& kv_cache,
+                         const at::Tensor& topk_indices, const at::Tensor& block_table, const at::Tensor& seq_lens,
+                         const at::Tensor& out, const std::optional<at::Tensor>& lse, double softmax_scale,
+                         double q_scale, double k_scale, double v_scale, bool k_swizzled, bool v_swizzled,
+                         const OpDevice& dev, Args* a) {
+  a->q = to_view(op, "q", q);
+  a->kv = kv_cache_views(op, kv_cache, k_scale, v_scale, k_swizzled, v_swizzled);
+  a->topk_indices = to_view(op, "topk_indices", topk_indices);
+  a->block_table = to_view(op, "block_table", block_table);
+  a->seq_lens = to_view(op, "seq_lens", seq_lens);
+  a->softmax_scale = static_cast<float>(softmax_scale);
+  a->q_scale = static_cast<float>(q_scale);
+  a->out = to_view(op, "out", out);
+  a->lse = to_view(op, "lse", lse);
+  a->stream = dev.stream();
+}
+
 void sparse_attention_prefill(const at::Tensor& q, const at::Tensor& kv_cache,
                               const at::Tensor& topk_indices, const at::Tensor& block_table,
                               const at::Tensor& cu_seqlens_q, const at::Tensor& seq_lens,
@@ -39,17 +58,9 @@ void sparse_attention_prefill(const at::Tensor& q, const at::Tensor& kv_cache,
                     {"block_table", &block_table}, {"cu_seqlens_q", &cu_seqlens_q},
                     {"seq_lens", &seq_lens}, {"out", &out}, {"lse", l}});
   flashmsa::SparseAttentionPrefillArgs a;
-  a.q = to_view(op, "q", q);
-  a.kv = kv_cache_views(op, kv_cache, k_scale, v_scale, k_swizzled, v_swizzled);
-  a.topk_indices = to_view(op, "topk_indices", topk_indices);
-  a.block_table = to_view(op, "block_table", block_table);
+  fill_attention_args(op, q, kv_cache, topk_indices, block_table, seq_lens, out, lse, softmax_scale, q_scale,
+                      k_scale, v_scale, k_swizzled, v_swizzled, dev, &a);
   a.cu_seqlens_q = to_view(op, "cu_seqlens_q", cu_seqlens_q);
-  a.seq_lens = to_view(op, "seq_lens", seq_lens);
-  a.softmax_scale = static_cast<float>(softmax_scale);
-  a.q_scale = static_cast<float>(q_scale);
-  a.out = to_view(op, "out", out);
-  a.lse = to_view(op, "lse", lse);
-  a.stream = dev.stream();
   check_status(flashmsa::sparse_attention_prefill(a));
 }
 
@@ -100,16 +111,8 @@ void sparse_attention_decode(const at::Tensor& q, const at::Tensor& kv_cache,
   OpDevice dev(op, {{"q", &q}, {"kv_cache", &kv_cache}, {"topk_indices", &topk_indices},
                     {"block_table", &block_table}, {"seq_lens", &seq_lens}, {"out", &out}, {"lse", l}});
   flashmsa::DecodeRunArgs a;
-  a.q = to_view(op, "q", q);
-  a.kv = kv_cache_views(op, kv_cache, k_scale, v_scale, k_swizzled, v_swizzled);
-  a.topk_indices = to_view(op, "topk_indices", topk_indices);
-  a.block_table = to_view(op, "block_table", block_table);
-  a.seq_lens = to_view(op, "seq_lens", seq_lens);
-  a.softmax_scale = static_cast<float>(softmax_scale);
-  a.q_scale = static_cast<float>(q_scale);
-  a.out = to_view(op, "out", out);
-  a.lse = to_view(op, "lse", lse);
-  a.stream = dev.stream();
+  fill_attention_args(op, q, kv_cache, topk_indices, block_table, seq_lens, out, lse, softmax_scale, q_scale,
+                      k_scale, v_scale, k_swizzled, v_swizzled, dev, &a);
 
   std::lock_guard<std::mutex> lock(g_mu);  // one workspace per plan: runs are serialised
   flashmsa::SparseDecodePlan* p = nullptr;
