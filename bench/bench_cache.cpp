@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
     else if (a == "--heads") heads_arg = argv[i + 1];
     else if (a == "--reps") reps = std::max(1, std::stoi(argv[i + 1]));
     else if (a == "--csv") csv = argv[i + 1];
+    else {
+      std::fprintf(stderr, "unknown option %s (--tokens, --heads, --reps, --csv)\n", a.c_str());
+      return 2;
+    }
   }
   FILE* fp = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (fp) std::fprintf(fp, "op,format,hq,hkv,tokens,us,bytes,gbs,frac_of_peak\n");

@@ -122,6 +122,10 @@ int main(int argc, char** argv) {
     else if (a == "--csv") csv = argv[i + 1];
     else if (a == "--selection") selections = argv[i + 1];
     else if (a == "--kernels") kernels = argv[i + 1];
+    else {
+      std::fprintf(stderr, "unknown option %s (--cases, --reps, --csv, --selection, --kernels)\n", a.c_str());
+      return 2;
+    }
   }
   // The KV-outer path takes its workspace from the stream-ordered pool: keep what it
   // frees instead of returning it to the OS at every synchronisation.

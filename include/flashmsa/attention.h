@@ -111,8 +111,8 @@ class SparseDecodePlan {
   static Status can_implement(const DecodePlanArgs& args);
   /// Validates (can_implement) and sizes the workspace for `args`. On CUDA it chooses
   /// the split-KV factor from the SM count and allocates the split partials with
-  /// cudaMalloc (call it outside graph capture). Errors: those of can_implement, or
-  /// InvalidArgument when no CUDA device is usable / the allocation fails.
+  /// cudaMalloc (call it outside graph capture). Errors: those of can_implement,
+  /// InvalidArgument when no CUDA device is usable, Internal when the allocation fails.
   Status plan(const DecodePlanArgs& args);
   /// Runs one layer. All tensors must be on the planned device. On CUDA it launches on
   /// `args.stream` with no allocation and no host synchronisation (graph-capturable);

@@ -1,10 +1,12 @@
 // FlashMSA — MiniMax Sparse Attention for Hopper GPUs and CPUs. Umbrella header.
 //
-// Semantics: shared/spec/msa-semantics.md (section D is binding). Entry points:
-//   cache.h      cache_insert, index_cache_insert, quantize_query_e4m3, nvfp4_to_fp8
+// Semantics: shared/spec/msa-semantics.md (section D is binding; a copy is in
+// docs/spec/). Entry points:
+//   cache.h      cache_insert, index_cache_insert, quantize_query_e4m3, nvfp4_to_fp8,
+//                nvfp4_to_fp8_selected, packed_kv_views, nvfp4_head_slot_views
 //   fused.h      fused_qknorm_rope_insert (projection row -> norm + RoPE -> caches, q)
-//   indexer.h    indexer_prefill, indexer_decode, topk_select
-//   attention.h  sparse_attention_prefill, SparseDecodePlan (plan / run)
+//   indexer.h    indexer_prefill, indexer_decode, IndexerDecodePlan, topk_select
+//   attention.h  sparse_attention_prefill, SparseDecodePlan (plan / run), DecodePlanCache
 #pragma once
 
 #include "flashmsa/attention.h"

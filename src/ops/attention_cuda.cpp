@@ -84,14 +84,12 @@ Status SparseDecodePlan::plan_cuda() {
     if (int err = cuda::device_malloc(&device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
       device_workspace_ = nullptr;
       device_workspace_bytes_ = 0;
-      return Status(StatusCode::kInvalidArgument,
-                    std::string("flashmsa::") + op + ": workspace allocation of " +
-                        std::to_string(floats * 4) + " bytes failed: " + cuda::error_string(err));
+      return Status::Internal(op, "workspace allocation of " + std::to_string(floats * 4) +
+                                      " bytes failed: " + cuda::error_string(err));
     }
     // The split counters start at zero; the kernel re-zeroes them after each merge.
     if (int err = cuda::device_memset_zero(device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_)))
-      return Status(StatusCode::kInvalidArgument,
-                    std::string("flashmsa::") + op + ": workspace initialisation failed: " + cuda::error_string(err));
+      return Status::Internal(op, std::string("workspace initialisation failed: ") + cuda::error_string(err));
   }
   return Status::Ok();
 }
