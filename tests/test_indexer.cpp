@@ -298,6 +298,18 @@ TEST(TopkSelect, KnownAnswer) {
   EXPECT_EQ(select_row(s, 6, 4), (std::vector<std::int32_t>{5, 3, 1, 6}));
 }
 
+TEST(TopkSelect, RejectsMoreThan8192HistoryPages) {
+  // D10: at most 8,192 pages per row; wider score rows are an error, not a truncation.
+  std::vector<float> s(8193, 1.0f);
+  std::int32_t lp = 8192;
+  std::vector<std::int32_t> out(16, 0);
+  const Status st = topk_select(make_view(s.data(), DType::f32, {1, 8193}), make_view(&lp, DType::i32, {1}),
+                                make_view(out.data(), DType::i32, {1, 16}));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'scores'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("8192"), std::string::npos) << st.message();
+}
+
 TEST(TopkSelect, ExactTiesOrderByPageIdAscending) {
   std::vector<float> all_equal(40, 1.25f);
   EXPECT_EQ(select_row(all_equal, 40, 16),

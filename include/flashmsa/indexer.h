@@ -119,7 +119,7 @@ class IndexerDecodePlan {
 };
 
 /// The selection rule alone (D1, D2), on given scores; used by the indexers and tests.
-///   scores      f32 [R, W]: scores[r, b] for history pages b < local_page[r]
+///   scores      f32 [R, W], W <= 8192 (D10): scores[r, b] for history pages b < local_page[r]
 ///   local_page  i32 [R]: L per row; L < 0 means an empty row (all -1); L <= W required
 ///               when L + 1 > K (the history must be present in `scores`)
 ///   topk        out i32 [R, K], K in 1..16

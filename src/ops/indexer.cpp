@@ -408,6 +408,9 @@ Status topk_select(const TensorView& scores, const TensorView& local_page,
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "scores", scores, {DType::f32}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "scores", scores, {R, -1}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_strides_nonnegative(op, "scores", scores));
+  if (scores.shape[1] > kMaxContext / kPageSize)  // the GPU kernel holds at most 8,192 candidates
+    return Status::InvalidArgument(op, "scores", "at most 8192 history pages per row (dim 1, D10)",
+                                   scores.describe());
   FLASHMSA_RETURN_IF_ERROR(detail::check_defined(op, "topk", topk));
   FLASHMSA_RETURN_IF_ERROR(detail::check_dtype(op, "topk", topk, {DType::i32}));
   FLASHMSA_RETURN_IF_ERROR(detail::check_shape(op, "topk", topk, {R, -1}));

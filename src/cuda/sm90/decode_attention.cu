@@ -302,7 +302,8 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const bool sees = rvalid[r] && ((mask >> rj[r]) & 1u);
-          limit[r] = !sees ? -1 : (key == rlocal[r] ? rlast[r] : 127);
+          // Never past the page's valid tokens, whatever the metadata says.
+          limit[r] = !sees ? -1 : min(key == rlocal[r] ? rlast[r] : 127, s_valid[i] - 1);
         }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -545,7 +546,11 @@ std::int64_t decode_split_counters(int num_rows, int queries_per_cta, int num_kv
   return (static_cast<std::int64_t>(num_rows) + queries_per_cta - 1) / queries_per_cta * num_kv_heads;
 }
 
-int device_memset_zero(void* ptr, std::int64_t bytes) { return cudaMemset(ptr, 0, static_cast<size_t>(bytes)); }
+int device_memset_zero(void* ptr, std::int64_t bytes) {
+  // Synchronous: the zeroes must be in place before a run on any (non-blocking) stream.
+  const cudaError_t e = cudaMemset(ptr, 0, static_cast<size_t>(bytes));
+  return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
 
 int device_malloc(void** ptr, std::int64_t bytes) {
   return cudaMalloc(ptr, static_cast<size_t>(bytes));

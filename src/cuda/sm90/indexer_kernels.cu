@@ -712,12 +712,20 @@ template <bool kFp8, int kLoad, bool kSplit = false>
 cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, long long ws_ld,
                           int R, long long tiles, int chunk, int splits, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kFp8>(kLoad);
-  static const cudaError_t attr = set_smem(score_kernel<kFp8, kLoad, kSplit>, kSmem);
-  if (attr != cudaSuccess) return attr;
-  // Largest shared-memory carveout: two CTAs per SM need up to 228 KB.
-  static const cudaError_t carve = cudaFuncSetAttribute(score_kernel<kFp8, kLoad, kSplit>,
-                                                        cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-  if (carve != cudaSuccess) return carve;
+  // Kernel attributes are per device: set them once per device ordinal (retried after a
+  // failure), as the attention launchers do.
+  static bool configured[64] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= 64 || !configured[dev]) {
+    err = set_smem(score_kernel<kFp8, kLoad, kSplit>, kSmem);
+    if (err != cudaSuccess) return err;
+    // Largest shared-memory carveout: two CTAs per SM need up to 228 KB.
+    err = cudaFuncSetAttribute(score_kernel<kFp8, kLoad, kSplit>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (err != cudaSuccess) return err;
+    if (dev >= 0 && dev < 64) configured[dev] = true;
+  }
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
   score_kernel<kFp8, kLoad, kSplit><<<grid, kThreads, kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
   return cudaGetLastError();

@@ -398,7 +398,9 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Works
     entry = w.list[idx];
     const int t = entry >> 4;
     const long long pos = static_cast<long long>(t) + un.off;
-    lim = (pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127;
+    // Never past the page's valid tokens, whatever the metadata says (the zero-filled
+    // slots must stay invisible even for a row placed beyond seq_len).
+    lim = min((pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127, un.valid - 1);
     src += (static_cast<long long>(t) * p.q_row_stride +
             static_cast<long long>(un.g * G + r % G) * p.q_head_stride) * es;
   }
