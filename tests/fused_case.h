@@ -158,4 +158,32 @@ struct FusedCase {
   }
 };
 
+/// One entry of the fused-kernel test matrices (CPU and GPU tests): geometry, formats
+/// and layout; `configure` sets them on a FusedCase with the matrices' fixed scales.
+struct FusedCombo {
+  int hq, hkv, t;
+  KvFormat kv, idx;
+  DType q, iq;
+  bool nhd;
+  bool head_slot = false, k_swz = false, v_swz = false;  // nvfp4 K/V layout
+
+  void configure(FusedCase& c, std::uint64_t seed) const {
+    c.hq = hq;
+    c.hkv = hkv;
+    c.t = t;
+    c.kv_fmt = kv;
+    c.idx_fmt = idx;
+    c.q_dtype = q;
+    c.iq_dtype = iq;
+    c.nhd = nhd;
+    c.head_slot = head_slot;
+    c.k_swizzled = k_swz;
+    c.v_swizzled = v_swz;
+    c.q_scale = 0.05f;
+    c.k_scale = 0.03f;
+    c.v_scale = 0.7f;
+    c.seed = seed;
+  }
+};
+
 }  // namespace flashmsa::testing

@@ -241,16 +241,8 @@ TEST(FusedQkNormRope, HandWorkedConstantVectors) {
     if (b / 256 != 5) ASSERT_EQ(ib[b], 0xAB) << b;
 }
 
-struct Combo {
-  int hq, hkv, t;
-  KvFormat kv;
-  KvFormat idx;
-  DType q, iq;
-  bool nhd;
-};
-
 TEST(FusedQkNormRope, RandomAgainstFp64Reference) {
-  const Combo combos[] = {
+  const flashmsa::testing::FusedCombo combos[] = {
       {16, 1, 37, KvFormat::bf16, KvFormat::bf16, DType::bf16, DType::bf16, false},
       {16, 1, 37, KvFormat::fp8, KvFormat::fp8, DType::e4m3, DType::e4m3, false},
       {64, 4, 29, KvFormat::bf16, KvFormat::fp8, DType::bf16, DType::e4m3, true},
@@ -259,20 +251,9 @@ TEST(FusedQkNormRope, RandomAgainstFp64Reference) {
       {16, 2, 130, KvFormat::bf16, KvFormat::bf16, DType::bf16, DType::e4m3, false},
   };
   int n = 0;
-  for (const Combo& k : combos) {
+  for (const auto& k : combos) {
     FusedCase c;
-    c.hq = k.hq;
-    c.hkv = k.hkv;
-    c.t = k.t;
-    c.kv_fmt = k.kv;
-    c.idx_fmt = k.idx;
-    c.q_dtype = k.q;
-    c.iq_dtype = k.iq;
-    c.nhd = k.nhd;
-    c.q_scale = 0.05f;
-    c.k_scale = 0.03f;
-    c.v_scale = 0.7f;
-    c.seed = 100 + n;
+    k.configure(c, 100 + n);
     c.build();
     const Status s = fused_qknorm_rope_insert(c.args());
     ASSERT_TRUE(s.ok()) << s.message();

@@ -77,8 +77,7 @@ Status SparseDecodePlan::plan_cuda() {
   const int per_cta = cuda::queries_per_cta(false, args_.queries_per_request,
                                             args_.num_q_heads / args_.num_kv_heads);
   num_splits_ = cuda::choose_num_splits(rows, per_cta, args_.num_kv_heads, sms);
-  const std::int64_t floats = cuda::decode_workspace_floats(rows, args_.num_q_heads, num_splits_) +
-                              cuda::decode_split_counters(rows, per_cta, args_.num_kv_heads, num_splits_);
+  const std::int64_t floats = cuda::decode_workspace_floats(rows, args_.num_q_heads, num_splits_);
   if (floats > 0) {
     device_workspace_bytes_ = static_cast<std::size_t>(floats) * sizeof(float);
     if (int err = cuda::device_malloc(&device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
@@ -87,9 +86,6 @@ Status SparseDecodePlan::plan_cuda() {
       return Status::Internal(op, "workspace allocation of " + std::to_string(floats * 4) +
                                       " bytes failed: " + cuda::error_string(err));
     }
-    // The split counters start at zero; the kernel re-zeroes them after each merge.
-    if (int err = cuda::device_memset_zero(device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_)))
-      return Status::Internal(op, std::string("workspace initialisation failed: ") + cuda::error_string(err));
   }
   return Status::Ok();
 }
@@ -165,16 +161,6 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
   if (num_splits_ > 1) {
     p.o_partial = static_cast<float*>(device_workspace_);
     p.lse_partial = p.o_partial + static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_ * 128;
-    // FLASHMSA_DECODE_MERGE=in_kernel: the last CTA of each row block merges the splits
-    // (no combine launch). Measured slower on the H200 (b1 Q1: 25 us against 16 us with
-    // the combine kernel; b8: 72 us against 54 us): its merge loop is latency bound.
-    static const bool in_kernel_merge = [] {
-      const char* e = std::getenv("FLASHMSA_DECODE_MERGE");
-      return e != nullptr && std::strcmp(e, "in_kernel") == 0;
-    }();
-    if (in_kernel_merge)
-      p.split_counter = reinterpret_cast<unsigned*>(
-          static_cast<float*>(device_workspace_) + cuda::decode_workspace_floats(p.num_rows, p.num_q_heads, num_splits_));
   }
   return launch("SparseDecodePlan::run", p, a.kv.format, a.q.dtype, a.stream);
 }

@@ -78,13 +78,7 @@ std::int64_t count_far(const HostTensor& gpu, const HostTensor& cpu) {
   return bad;
 }
 
-struct Combo {
-  int hq, hkv, t;
-  KvFormat kv, idx;
-  DType q, iq;
-  bool nhd;
-  bool head_slot = false, k_swz = false, v_swz = false;  // nvfp4 K/V layout
-};
+using Combo = flashmsa::testing::FusedCombo;
 
 // Byte comparison of an optional buffer pair (nvfp4 linear planes).
 void expect_same_bytes(const HostTensor& gpu, const HostTensor& cpu, const std::string& what) {
@@ -101,21 +95,7 @@ void run_combo(const Combo& k, int n) {
                            (k.head_slot ? ", head-slot" : "") + (k.k_swz ? ", K swizzled" : "") +
                            (k.v_swz ? ", V swizzled" : "") + ")";
   auto make = [&](FusedCase& c) {
-    c.hq = k.hq;
-    c.hkv = k.hkv;
-    c.t = k.t;
-    c.kv_fmt = k.kv;
-    c.idx_fmt = k.idx;
-    c.q_dtype = k.q;
-    c.iq_dtype = k.iq;
-    c.nhd = k.nhd;
-    c.head_slot = k.head_slot;
-    c.k_swizzled = k.k_swz;
-    c.v_swizzled = k.v_swz;
-    c.q_scale = 0.05f;
-    c.k_scale = 0.03f;
-    c.v_scale = 0.7f;
-    c.seed = 1000 + n;
+    k.configure(c, 1000 + n);
     // Unique slots: enough pages for every token (FusedCase's default 3 pages would map
     // T > 384 tokens onto repeated slots, whose GPU bytes are unspecified, flashmsa/fused.h).
     c.pages = c.index_pages = std::max(3, (k.t + 127) / 128 + 1);

@@ -399,58 +399,6 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
       if ((lane & 3) == 0) p.lse_partial[slot] = lse_v;
     }
   }
-  if (p.num_splits == 1 || p.split_counter == nullptr) return;
-  // Split-KV merge inside the kernel: the last CTA of this (row block, KV head) to finish
-  // merges every split's (O, LSE) of its rows in split order (deterministic) and re-arms
-  // the counter for the next launch (graph replays included).
-  __shared__ bool s_last;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    const unsigned prev = atomicAdd(p.split_counter + blockIdx.x, 1u);
-    s_last = prev == static_cast<unsigned>(p.num_splits - 1);
-    if (s_last) p.split_counter[blockIdx.x] = 0u;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  // Per row: split weights exp(lse_s - LSE) into shared memory (the page stages are free
-  // now), then every (row, dim) output sums the splits' partials with independent loads.
-  float* s_w = reinterpret_cast<float*>(body);  // [nrows][num_splits]
-  const int S = p.num_splits;
-  for (int gr = tid; gr < nrows; gr += kThreads) {
-    const long long row = q0 + gr / G;
-    const int h = g * G + gr % G;
-    const std::int64_t base = (row * p.num_q_heads + h) * S;
-    float M = -INFINITY;
-    for (int sp = 0; sp < S; ++sp) M = fmaxf(M, __ldcg(p.lse_partial + base + sp));
-    float W = 0.0f;
-    for (int sp = 0; sp < S; ++sp) {
-      const float w = M == -INFINITY ? 0.0f : expf(__ldcg(p.lse_partial + base + sp) - M);
-      s_w[gr * S + sp] = w;
-      W += w;
-    }
-    const float inv = W > 0.0f ? 1.0f / W : 0.0f;
-    for (int sp = 0; sp < S; ++sp) s_w[gr * S + sp] *= inv;
-    if (p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = M == -INFINITY ? -INFINITY : M + logf(W);
-  }
-  __syncthreads();
-  for (int idx = tid; idx < nrows * 64; idx += kThreads) {  // two dims per item
-    const int gr = idx >> 6, d = (idx & 63) * 2;
-    const long long row = q0 + gr / G;
-    const int h = g * G + gr % G;
-    const std::int64_t base = (row * p.num_q_heads + h) * S;
-    float a0 = 0.0f, a1 = 0.0f;
-#pragma unroll 4
-    for (int sp = 0; sp < S; ++sp) {
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(p.o_partial + (base + sp) * 128 + d));
-      const float w = s_w[gr * S + sp];
-      a0 = fmaf(w, v.x, a0);
-      a1 = fmaf(w, v.y, a1);
-    }
-    *reinterpret_cast<__nv_bfloat162*>(p.out + row * p.out_row_stride + h * p.out_head_stride + d) =
-        __floats2bfloat162_rn(a0 * p.v_global, a1 * p.v_global);
-  }
 }
 
 // Merges the per-split (O, LSE) pairs: one CTA of 128 threads (dims) per (row, head).
@@ -478,7 +426,7 @@ cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
   dim3 grid(static_cast<unsigned>(nqb * p.num_kv_heads), p.num_splits);
   sparse_attention_kernel<FMT, QK16, ROWS><<<grid, L::kThreads, smem, stream>>>(p);
   cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || p.num_splits == 1 || p.split_counter != nullptr) return err;
+  if (err != cudaSuccess || p.num_splits == 1) return err;
   sparse_attention_combine<<<p.num_rows * p.num_q_heads, 128, 0, stream>>>(p);
   return cudaGetLastError();
 }
@@ -541,16 +489,6 @@ std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_spli
   return static_cast<std::int64_t>(num_rows) * num_q_heads * num_splits * 129;
 }
 
-std::int64_t decode_split_counters(int num_rows, int queries_per_cta, int num_kv_heads, int num_splits) {
-  if (num_splits <= 1) return 0;
-  return (static_cast<std::int64_t>(num_rows) + queries_per_cta - 1) / queries_per_cta * num_kv_heads;
-}
-
-int device_memset_zero(void* ptr, std::int64_t bytes) {
-  // Synchronous: the zeroes must be in place before a run on any (non-blocking) stream.
-  const cudaError_t e = cudaMemset(ptr, 0, static_cast<size_t>(bytes));
-  return e != cudaSuccess ? e : cudaDeviceSynchronize();
-}
 
 int device_malloc(void** ptr, std::int64_t bytes) {
   return cudaMalloc(ptr, static_cast<size_t>(bytes));

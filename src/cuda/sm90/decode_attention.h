@@ -10,7 +10,7 @@
 // Warpgroup w owns tile rows [64w, 64w+64) and all 128 tokens of a page: S = Q K^T and
 // O = P V with wgmma, online softmax per row, a row masked where its query did not
 // select the page or beyond its causal limit. With several splits the per-split
-// (O, LSE) are merged by a combine kernel (or, opt-in, by the last CTA). Pages are
+// (O, LSE) are merged by a combine kernel. Pages are
 // double buffered with cp.async. Prefill uses prefill_kvouter.h by default.
 #pragma once
 
@@ -66,10 +66,6 @@ struct DecodeParams {
   int num_splits = 1;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
-  // Zeroed u32 [row blocks x Hkv] (opt-in, FLASHMSA_DECODE_MERGE=in_kernel): with splits
-  // > 1 the last CTA of each (row block, KV head) merges the splits in the kernel and
-  // re-zeroes its counter. nullptr (default): a separate combine kernel merges them.
-  unsigned* split_counter = nullptr;
 };
 
 /// Query rows per CTA: decode keeps a request's Q drafts together when their Q*G rows
@@ -91,13 +87,9 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
 /// Workspace floats needed for the given shape and split count (0 when splits == 1).
 std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits);
 
-/// Split counters (u32) the in-kernel merge needs (0 when splits == 1).
-std::int64_t decode_split_counters(int num_rows, int queries_per_cta, int num_kv_heads, int num_splits);
-
 /// Device helpers used by the plan (return cudaError_t values).
 int device_malloc(void** ptr, std::int64_t bytes);
 int device_free(void* ptr);
-int device_memset_zero(void* ptr, std::int64_t bytes);
 int device_sm_count(int* count);
 int device_ordinal(int* ordinal);
 const char* error_string(int err);
