@@ -19,10 +19,4 @@ if ! python3 -c "import jsonschema" >/dev/null 2>&1; then
   echo "install-deps: pip installing jsonschema" >&2
   python3 -m pip install -q jsonschema
 fi
-# The SM90 kernels use CUTLASS/CuTe headers from the pinned nvidia-cutlass wheel (only
-# needed when nvcc is present; a CPU-only build does not read them).
-if command -v nvcc >/dev/null 2>&1 && \
-   [ "$(python3 -c 'import importlib.metadata as m; print(m.version("nvidia-cutlass"))' 2>/dev/null)" != "4.2.0.0" ]; then
-  echo "install-deps: pip installing nvidia-cutlass==4.2.0.0" >&2
-  python3 -m pip install -q nvidia-cutlass==4.2.0.0
-fi
+# The SM90 kernels' CUTLASS/CuTe headers are vendored (third_party/cutlass): nothing to install.

@@ -73,19 +73,13 @@ def test_mixed_devices(batch):
 
 
 @requires_cuda
-def test_cuda_unsupported_is_runtime_error():
-    # NVFP4 caches are CPU-only in the fused kernel (Unsupported -> RuntimeError).
-    hq, hkv, T = 16, 1, 4
-    qkv = torch.zeros(T, (hq + 3 * hkv + 1) * 128, dtype=torch.bfloat16, device="cuda")
-    w = torch.zeros(128, dtype=torch.bfloat16, device="cuda")
-    cs = torch.zeros(8, 64, dtype=torch.bfloat16, device="cuda")
-    i32 = torch.zeros(T, dtype=torch.int32, device="cuda")
-    kv = torch.zeros(1, 2 * hkv, 128, 72, dtype=torch.uint8, device="cuda")
-    ic = torch.zeros(1, 128, 128, dtype=torch.bfloat16, device="cuda")
-    with pytest.raises(RuntimeError, match="not supported|nvfp4"):
-        flashmsa.fused_qknorm_rope_insert(qkv, w, w, w, w, cs, i32, 1e-6, hq, hkv, hkv, i32, kv, i32, ic,
-                                          torch.empty(T, hq, 128, dtype=torch.float8_e4m3fn, device="cuda"),
-                                          torch.empty(T, hkv, 128, dtype=torch.bfloat16, device="cuda"))
+def test_cuda_unsupported_is_runtime_error(batch):
+    # A (q, kv) format pair outside D7 (bf16 query over an FP8 cache) is Unsupported -> RuntimeError.
+    kv8 = batch.kv_cache.to(torch.float8_e4m3fn).cuda()
+    with pytest.raises(RuntimeError, match=r"supported \(q, kv\) pairs"):
+        flashmsa.sparse_attention_prefill(batch.q.cuda(), kv8, torch.zeros(4, 1, 16, dtype=torch.int32, device="cuda"),
+                                          batch.block_table.cuda(), batch.cu_seqlens_q.cuda(), batch.seq_lens.cuda(),
+                                          _out(batch).cuda())
 
 
 def test_build_info():
