@@ -142,4 +142,33 @@ TEST(QuantDeviceHost, RandomFp8AndNvfp4BlocksMatchCpu) {
   EXPECT_EQ(bad, 0);
 }
 
+TEST(QuantDeviceHost, E2m1OfClampedMatchesCpuOnMinus6To6) {
+  long bad = 0;
+  auto check = [&](float v) {
+    if (e2m1_of_clamped(v) != flashmsa::float_to_e2m1(v) && ++bad < 5)
+      ADD_FAILURE() << "e2m1 of " << v;
+  };
+  const float thresholds[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
+                              2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f};
+  for (float t : thresholds) {
+    float lo = t, hi = t;
+    for (int k = 0; k < 6; ++k) {
+      for (float v : {lo, hi})
+        if (v <= 6.0f) {
+          check(v);
+          check(-v);
+        }
+      lo = std::nextafter(lo, 0.0f);
+      hi = std::nextafter(hi, 7.0f);
+    }
+  }
+  const unsigned top = quant_host::__float_as_uint(6.0f);
+  for (unsigned u = 0; u <= top; u += 61) {  // a dense sweep of [0, 6], both signs
+    const float v = __uint_as_float(u);
+    check(v);
+    check(-v);
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 }  // namespace

@@ -1,22 +1,26 @@
 // Internal: SM90 fused QK-norm + partial RoPE + K/V / index-K cache insert
 // (flashmsa/fused.h has the semantics). Host-side interface, includable from plain C++.
 //
-// Design: a 16-lane half-warp processes one 128-wide head vector, lane j owning dims
-// [8j, 8j+8) (one 16-byte load and one 16/8/4-byte store); a warp owns 8 consecutive head
-// vectors of the flat (token, vector) space, 4 per half, whose qkv loads are all issued
-// before any math (64 bytes per lane in flight). Per token the vectors are Hq Q heads,
-// Hkv K heads, Hkv V heads, Hidx index-q heads and the index key. The sum of squares is
-// two 4-element partial sums per lane combined by a xor butterfly (8, 4, 2, 1) and a final
-// add, which is exactly the 32-partial-sum order of flashmsa/fused.h; the RoPE partner of
-// lane j < 4 is lane j + 4. Every FP32 operation uses explicitly rounded intrinsics
-// (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn), so no FMA contraction happens and the
-// results equal the CPU backend's bit for bit. Division-free quantisation: every
-// x / scale (FP8 E4M3, the NVFP4 block scale and codes) is the correctly rounded FMA
-// quotient quotient_rn of quant_device.cuh (equal to IEEE division), using the host's
-// RN(1 / scale) from the launcher. The 4 vectors of a half are processed by a loop that
-// is not unrolled (one copy of the code, about 3k SASS instructions instead of 14k).
-// Caches: bf16, fp8 (E4M3) and nvfp4 (linear or swizzled scale planes, the quantisation
-// of quant_device.cuh shared with cache_insert) for K/V and the index-K cache.
+// Design: an 8-lane group processes one 128-wide head vector, lane j owning dims
+// [a, a+8) and [a+32, a+40) with a = 8j (j < 4) or 8j + 32 (j >= 4), so that lanes 0..3
+// hold both halves of every rotary pair (RoPE without shuffles) and each lane moves two
+// 16-byte words. A warp's work unit is 4 consecutive tokens (one per group) and a chunk
+// of their head vectors (chunk c of C: vectors c, c + C, ..., so the costlier K / V /
+// index-K vectors spread over the chunks), walked in the same order by the 4 groups, so
+// the Q / K / V / index paths never diverge inside a warp; the next vector's loads are issued before the
+// current one is processed. Per token the vectors are Hq Q heads, Hkv K heads, Hkv V
+// heads, Hidx index-q heads and the index key. The chunk count per token is chosen on the
+// host from the resident-warp count (waves x unit length, see choose_chunks). The sum of
+// squares is four 4-element partial sums per lane combined by lane-xor 4, in-lane, xor 2,
+// xor 1 and in-lane adds, which is exactly the 32-partial-sum butterfly of
+// flashmsa/fused.h. Every FP32 operation uses explicitly rounded intrinsics (__fmul_rn,
+// __fadd_rn, __fdiv_rn, __fsqrt_rn), so no FMA contraction happens and the results equal
+// the CPU backend's bit for bit. Division-free quantisation: every x / scale (FP8 E4M3,
+// the NVFP4 block scale and codes) is the correctly rounded FMA quotient quotient_rn of
+// quant_device.cuh (equal to IEEE division), using the host's RN(1 / scale). The kernel is
+// compiled per K/V cache format (bf16, fp8 E4M3, nvfp4 linear or swizzled scale planes);
+// the index-K cache format is a runtime switch. Vectors are processed by a loop that is
+// not unrolled (one copy of the per-vector code).
 #pragma once
 
 #include <cstdint>

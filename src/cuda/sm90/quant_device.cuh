@@ -13,6 +13,7 @@
 // tests/test_quant_device_host.cpp compiles this header on the host (IEEE host operations
 // standing in for the __*_rn intrinsics) to check it against src/common/numerics.cpp.
 #ifndef FLASHMSA_QUANT_DEVICE_HOST_TEST
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -77,6 +78,31 @@ __device__ __forceinline__ unsigned f32_to_e2m1(float x) {
   return (__float_as_uint(x) >> 31) ? (c | 8u) : c;
 }
 
+// E4M3_sat of a non-negative, non-NaN float (+inf allowed): on the device the hardware
+// conversion (saturating RNE, which equals f32_to_e4m3_sat on these inputs), in the host
+// test the integer one.
+__device__ __forceinline__ unsigned e4m3_sat_nonneg(float x) {
+#ifdef FLASHMSA_QUANT_DEVICE_HOST_TEST
+  return f32_to_e4m3_sat(x);
+#else
+  return static_cast<unsigned>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+#endif
+}
+
+// float_to_e2m1 of a value already clamped to [-6, 6] (not NaN), without the comparison
+// chain: |v| < 1 rounds 2|v| to an integer (0, 1, 2) by adding 2^23 (RNE), |v| >= 1 rounds
+// the float to one mantissa bit (RNE on the bit pattern) and reads the code from its
+// exponent and that bit; no negative zero. Equal to f32_to_e2m1 on [-6, 6] (the host
+// test checks it on every float of that range's thresholds and a dense sweep).
+__device__ __forceinline__ unsigned e2m1_of_clamped(float v) {
+  const float a = fabsf(v);
+  const unsigned u = __float_as_uint(a);
+  const unsigned small = __float_as_uint(__fmaf_rn(a, 2.0f, 8388608.0f)) - 0x4b000000u;
+  const unsigned big = ((u + 0x1fffffu + ((u >> 22) & 1u)) >> 22) - 252u;
+  const unsigned c = a < 1.0f ? small : big;
+  return (c != 0u && (__float_as_uint(v) >> 31) != 0u) ? (c | 8u) : c;
+}
+
 __device__ __forceinline__ float bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
 
@@ -106,6 +132,18 @@ __device__ __forceinline__ float quotient_rn(float x, float d, float y) {
   const float q1 = __fmaf_rn(r, y, q0);
   const unsigned a = __float_as_uint(q0) & 0x7fffffffu;
   return a - 0x2b800000u < 0x53800000u - 0x2b800000u ? q1 : q0;  // 2^-40 <= |q0| < 2^40
+}
+
+// quotient_rn for a quotient that only feeds the NVFP4 code (clamp to [-6, 6], then
+// E2M1): only the upper range guard is kept (one compare instead of two). Below 2^-40
+// the corrected q1 may miss RN(x / d), but both are far below the first E2M1 threshold
+// (0.25) and give code 0, which has no sign; |q0| >= 2^40, inf and NaN return q0 as
+// quotient_rn does.
+__device__ __forceinline__ float quotient_rn_e2m1(float x, float d, float y) {
+  const float q0 = __fmul_rn(x, y);
+  const float r = __fmaf_rn(-q0, d, x);
+  const float q1 = __fmaf_rn(r, y, q0);
+  return fabsf(q0) < 1099511627776.0f ? q1 : q0;  // 2^40
 }
 
 // The exact IEEE division, out of line: only for divisors outside quotient_rn's range
@@ -170,20 +208,19 @@ __device__ __forceinline__ unsigned nvfp4_quantize_half_block(const float (&x)[8
   const float other = __shfl_xor_sync(half_mask, amax, 1);
   if (other > amax) amax = other;
   // RN(1/6) is a compile-time constant; 6 and sf lie in quotient_rn's divisor range.
-  const unsigned sbits = f32_to_e4m3_sat(quotient_rn(__fmul_rn(gs, amax), 6.0f, 1.0f / 6.0f));
+  const unsigned sbits = e4m3_sat_nonneg(quotient_rn(__fmul_rn(gs, amax), 6.0f, 1.0f / 6.0f));
   const float sf = e4m3_to_f32(sbits);
+  // Branch-free (the halves of a lane interleave): with sf == 0 the reciprocal is +inf and
+  // the codes computed below are discarded (all-zero block).
+  const float ry = __frcp_rn(sf);
   unsigned packed = 0u;
-  if (sf > 0.0f) {
-    const float ry = __frcp_rn(sf);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float a =
-          fminf(fmaxf(quotient_rn(__fmul_rn(x[2 * k], gs), sf, ry), -6.0f), 6.0f);
-      const float b =
-          fminf(fmaxf(quotient_rn(__fmul_rn(x[2 * k + 1], gs), sf, ry), -6.0f), 6.0f);
-      packed |= (f32_to_e2m1(a) | (f32_to_e2m1(b) << 4)) << (8 * k);
-    }
+  for (int k = 0; k < 4; ++k) {
+    const float a = fminf(fmaxf(quotient_rn_e2m1(__fmul_rn(x[2 * k], gs), sf, ry), -6.0f), 6.0f);
+    const float b = fminf(fmaxf(quotient_rn_e2m1(__fmul_rn(x[2 * k + 1], gs), sf, ry), -6.0f), 6.0f);
+    packed |= (e2m1_of_clamped(a) | (e2m1_of_clamped(b) << 4)) << (8 * k);
   }
+  if (!(sf > 0.0f)) packed = 0u;
   *packed_out = packed;
   return sbits;
 }
