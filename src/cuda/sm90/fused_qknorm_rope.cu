@@ -19,10 +19,12 @@ namespace {
 using namespace quant;
 
 constexpr int kWarpsPerBlock = 4;
-constexpr int kChunk = 16;  // at most this many head vectors per token in a work unit
-// Per-unit setup (metadata and cos/sin loads, first-load latency) in head vectors' worth
-// of time, for choose_chunks (measured on the H200: 1 and 3 within noise, 3 better for
-// nvfp4 at 16/1).
+// Work-unit sizing for choose_chunks, tuned on the H200 (bench_fused, 2026-11-29): at
+// most kChunk head vectors per token in a unit (32 rather than 16: 16/1 nvfp4 at 8192
+// tokens 54 % instead of 50 % of 4.2 TB/s, the other cases equal or better), and the
+// per-unit setup (metadata and cos/sin loads, first-load latency) counted as
+// kUnitSetupVectors vectors (0.5 measured 4 points worse at 16/1 nvfp4).
+constexpr int kChunk = 32;
 constexpr double kUnitSetupVectors = 3.0;
 enum : int { kBf16 = 0, kFp8 = 1, kNvfp4 = 2 };
 enum : int { kQ = 0, kK = 1, kV = 2, kIq = 3, kIk = 4 };
