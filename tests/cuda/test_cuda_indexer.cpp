@@ -682,34 +682,40 @@ TEST(CudaIndexer, DecodePlanGraphReplay) {
 TEST(CudaIndexer, TopkSelectDevice) {
   REQUIRE_GPU();
   // topk_select on cuda tensors equals the CPU helper (exact: same scores), including
-  // all-equal rows, NaN rows, -0 / +0 ties, n <= K rows and empty rows.
-  Rng rng(1200);
-  const int R = 12, W = 3000, K = 16;
-  HostTensor sc(DType::f32, {R, W}), lp(DType::i32, {R}), out_cpu(DType::i32, {R, K}), out_gpu(DType::i32, {R, K});
-  std::uniform_real_distribution<float> u(-4.f, 4.f);
-  for (int r = 0; r < R; ++r)
-    for (int b = 0; b < W; ++b) {
-      float v = u(rng);
-      if (r == 1) v = 2.5f;                                                    // all equal
-      if (r == 2 && b % 3 == 0) v = std::numeric_limits<float>::quiet_NaN();  // NaNs
-      if (r == 3) v = std::numeric_limits<float>::quiet_NaN();                // all NaN
-      if (r == 4) v = (b % 2) ? 0.0f : -0.0f;                                  // signed zeros tie
-      if (r == 5) v = std::round(v);                                           // many ties
-      sc.data<float>()[r * W + b] = v;
-    }
-  const int lps[R] = {2999, 3000, 1500, 200, 700, 3000, 15, 16, 0, -1, 17, 8191 % 3001};
-  for (int r = 0; r < R; ++r) lp.data<std::int32_t>()[r] = std::min(lps[r], W);
-  ASSERT_TRUE(topk_select(sc.view(), lp.view(), out_cpu.view()).ok());
-  DeviceTensor dsc(sc), dlp(lp), dout(out_gpu);
-  dout.poison();
-  Status st = topk_select(dsc.view(), dlp.view(), dout.view());
-  ASSERT_TRUE(st.ok()) << st.message();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  dout.download(out_gpu);
-  for (int r = 0; r < R; ++r)
-    for (int k = 0; k < K; ++k)
-      EXPECT_EQ(out_gpu.data<std::int32_t>()[r * K + k], out_cpu.data<std::int32_t>()[r * K + k])
-          << "row " << r << " slot " << k;
+  // all-equal rows, NaN rows, -0 / +0 ties, n <= K rows and empty rows; widths for the
+  // block-wide radix kernel (3000) and the one-warp tournament (1024, 1000, 40).
+  for (const int W : {3000, 1024, 1000, 40}) {
+    SCOPED_TRACE("width " + std::to_string(W));
+    Rng rng(1200 + W);
+    const int R = 12, K = 16;
+    HostTensor sc(DType::f32, {R, W}), lp(DType::i32, {R}), out_cpu(DType::i32, {R, K}),
+        out_gpu(DType::i32, {R, K});
+    std::uniform_real_distribution<float> u(-4.f, 4.f);
+    for (int r = 0; r < R; ++r)
+      for (int b = 0; b < W; ++b) {
+        float v = u(rng);
+        if (r == 1) v = 2.5f;                                                    // all equal
+        if (r == 2 && b % 3 == 0) v = std::numeric_limits<float>::quiet_NaN();  // NaNs
+        if (r == 3) v = std::numeric_limits<float>::quiet_NaN();                // all NaN
+        if (r == 4) v = (b % 2) ? 0.0f : -0.0f;                                  // signed zeros tie
+        if (r == 5) v = std::round(v);                                           // many ties
+        if (r == 11) v = (b % 7 == 0) ? 3.0f : -1.0f;                            // ties above the rest
+        sc.data<float>()[r * W + b] = v;
+      }
+    const int lps[R] = {2999, 3000, 1500, 200, 700, 3000, 15, 16, 0, -1, 17, 8191 % 3001};
+    for (int r = 0; r < R; ++r) lp.data<std::int32_t>()[r] = std::min(lps[r], W);
+    ASSERT_TRUE(topk_select(sc.view(), lp.view(), out_cpu.view()).ok());
+    DeviceTensor dsc(sc), dlp(lp), dout(out_gpu);
+    dout.poison();
+    Status st = topk_select(dsc.view(), dlp.view(), dout.view());
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dout.download(out_gpu);
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < K; ++k)
+        EXPECT_EQ(out_gpu.data<std::int32_t>()[r * K + k], out_cpu.data<std::int32_t>()[r * K + k])
+            << "row " << r << " slot " << k;
+  }
 }
 
 TEST(CudaIndexer, EmptyAndDeviceRules) {

@@ -22,7 +22,6 @@ constexpr int kPage = 128;         // tokens per page = N of one wgmma tile
 constexpr int kThreads = 256;      // two warpgroups, 64 score rows each
 constexpr int kTileRows = 128;     // score rows (query row x head) per CTA
 constexpr int kMapThreads = 1024;  // tile-map kernel
-constexpr int kTopkKeys = 8;       // candidates per thread in the top-k kernel
 constexpr int kMaxCandidates = 8192;  // D10: at most 8,192 history pages per row
 
 // How a page tile reaches shared memory.
@@ -546,36 +545,74 @@ __device__ __forceinline__ std::uint32_t score_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Top-k of one row (D1, D2), run by the whole CTA: candidates s[b * cs], b < min(L, W,
-// 8192); thread t holds candidates 8t .. 8t+7 in registers. The (K-1)-th largest key is
-// found by a 2-bit-per-round radix search over the 32-bit key (16 rounds of block-wide
-// counts, the same work for any data: ties cost nothing extra); ties at the threshold
-// are resolved by page id with a block prefix count, and the at most 15 winners are
-// ordered by (score desc, id asc). History pages b >= W (not scored) count as NaN.
-// Writes out[j * os] for j < K.
-template <int KPT>
+// Top-k selection: 32 candidates per thread, 1 to 8 warps per row (rows of up to 1,024
+// candidates per warp, 8,192 in all, D10).
+constexpr int kTopkKeys = 32;  // lane_best's tree is written for 32
+constexpr int kTopkMaxWarps = kMaxCandidates / (32 * kTopkKeys);
+static_assert(kTopkKeys == 32 && kTopkMaxWarps == 8, "top-k layout: 32 keys per lane, <= 8 warps");
+
+// A lane's best (key, index) of its kTopkKeys keys, the keys whose bit is set in
+// `dropped` counting as 0: a tree whose left operand (the smaller index) wins ties. (A
+// mask rather than zeroing key[bi], which the compiler turns into an indexed store and
+// moves the array to local memory.)
+__device__ __forceinline__ void lane_best(const std::uint32_t (&key)[kTopkKeys], std::uint32_t dropped,
+                                          std::uint32_t* bk, int* bi) {
+  std::uint32_t tk[kTopkKeys / 2];
+  int ti[kTopkKeys / 2];
+#pragma unroll
+  for (int i = 0; i < kTopkKeys / 2; ++i) {
+    const std::uint32_t a = (dropped >> (2 * i)) & 1u ? 0u : key[2 * i];
+    const std::uint32_t b = (dropped >> (2 * i + 1)) & 1u ? 0u : key[2 * i + 1];
+    const bool l = a >= b;
+    tk[i] = l ? a : b;
+    ti[i] = l ? 2 * i : 2 * i + 1;
+  }
+  // 16 -> 8 -> 4 -> 2 -> 1, each level a loop with a constant trip count (unrolled, so
+  // tk / ti stay in registers).
+#define FLASHMSA_TREE_LEVEL(W)                        \
+  _Pragma("unroll") for (int i = 0; i < (W); ++i) {   \
+    const bool l = tk[2 * i] >= tk[2 * i + 1];        \
+    tk[i] = l ? tk[2 * i] : tk[2 * i + 1];            \
+    ti[i] = l ? ti[2 * i] : ti[2 * i + 1];            \
+  }
+  FLASHMSA_TREE_LEVEL(8)
+  FLASHMSA_TREE_LEVEL(4)
+  FLASHMSA_TREE_LEVEL(2)
+  FLASHMSA_TREE_LEVEL(1)
+#undef FLASHMSA_TREE_LEVEL
+  *bk = tk[0];
+  *bi = ti[0];
+}
+
+// Top-k of one row (D1, D2), run by the whole CTA (1 to 8 warps): candidates s[b * cs],
+// b < min(L, W, 32 * blockDim.x); thread t holds candidates 32t .. 32t+31. A
+// tournament: each thread keeps its largest key (the smallest id among equal keys).
+// Each of the `take` rounds takes the largest key and, among threads holding it, the
+// smallest id (two reductions per warp, then across warps through shared memory, one
+// barrier per round); the owner drops that candidate (as key 0, below every score key)
+// and recomputes its best. Exactly `take` rounds and the same instructions whatever the
+// scores: ties cost nothing extra. Winners come out in (score desc, id asc) order.
+// History pages b >= W (not scored) count as NaN, after the scored ones; the local page
+// L is last. Writes out[j * os] for j < K.
 __device__ __forceinline__ void select_row(const float* s, long long cs, long long W, long long L, int K,
                                            std::int32_t* out, long long os) {
-  __shared__ uint2 red[2][32];
-  __shared__ uint2 scan[32];
-  __shared__ std::uint32_t sel_key[16];
-  __shared__ int sel_id[16];
-  __shared__ int sel_n;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, nwarps = blockDim.x / 32;
+  __shared__ uint2 part[2][kTopkMaxWarps];
+  constexpr unsigned kFull = 0xffffffffu;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   if (L < 0 || L + 1 <= K) {
     for (int j = tid; j < K; j += blockDim.x) out[j * os] = (L >= 0 && j <= L) ? j : -1;
     return;
   }
   long long nl = L < W ? L : W;
-  if (nl > static_cast<long long>(blockDim.x) * KPT) nl = static_cast<long long>(blockDim.x) * KPT;
+  if (nl > static_cast<long long>(blockDim.x) * kTopkKeys) nl = static_cast<long long>(blockDim.x) * kTopkKeys;
   const int n = static_cast<int>(nl);
   const int need = K - 1;
   const int take = need < n ? need : n;
-  std::uint32_t key[KPT];
-  const int base = tid * KPT;
-  if (cs == 1 && base + KPT <= n && (reinterpret_cast<std::uintptr_t>(s + base) & 15) == 0) {
+  std::uint32_t key[kTopkKeys];
+  const int base = tid * kTopkKeys;
+  if (cs == 1 && base + kTopkKeys <= n && (reinterpret_cast<std::uintptr_t>(s + base) & 15) == 0) {
 #pragma unroll
-    for (int v = 0; v < KPT / 4; ++v) {
+    for (int v = 0; v < kTopkKeys / 4; ++v) {
       const float4 x = *reinterpret_cast<const float4*>(s + base + 4 * v);
       key[4 * v] = score_key(x.x);
       key[4 * v + 1] = score_key(x.y);
@@ -584,82 +621,45 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < KPT; ++i) key[i] = base + i < n ? score_key(s[(base + i) * cs]) : 0u;
+    for (int i = 0; i < kTopkKeys; ++i) key[i] = base + i < n ? score_key(s[(base + i) * cs]) : 0u;
   }
-  if (tid == 0) sel_n = 0;
-  std::uint32_t T = 0;
-  for (int shift = 30, round = 0; shift >= 0; shift -= 2, ++round) {
-    const std::uint32_t c1 = T | (1u << shift), c2 = T | (2u << shift), c3 = T | (3u << shift);
-    std::uint32_t n12 = 0, n3 = 0;
-#pragma unroll
-    for (int i = 0; i < KPT; ++i) {
-      n12 += (key[i] >= c1 ? 1u : 0u) + (key[i] >= c2 ? 0x10000u : 0u);
-      n3 += key[i] >= c3 ? 1u : 0u;
+  std::uint32_t bk, dropped = 0u;
+  int bi;
+  lane_best(key, dropped, &bk, &bi);
+  int mine = -1;  // thread r of warp 0 keeps the id chosen in round r
+  for (int r = 0; r < take; ++r) {
+    std::uint32_t m = __reduce_max_sync(kFull, bk);
+    std::uint32_t id = __reduce_min_sync(kFull, bk == m ? static_cast<std::uint32_t>(base + bi) : kFull);
+    if (nwarps > 1) {  // block-uniform
+      if (lane == 0) part[r & 1][warp] = make_uint2(m, id);
+      __syncthreads();  // double-buffered by round parity: one barrier per round
+      const uint2 e = lane < nwarps ? part[r & 1][lane] : make_uint2(0u, kFull);
+      m = __reduce_max_sync(kFull, e.x);
+      id = __reduce_min_sync(kFull, e.x == m ? e.y : kFull);
     }
-    n12 = __reduce_add_sync(0xffffffffu, n12);
-    n3 = __reduce_add_sync(0xffffffffu, n3);
-    if (lane == 0) red[round & 1][warp] = make_uint2(n12, n3);
-    __syncthreads();
-    // Lane i of every warp fetches warp i's partials; a warp reduction sums them.
-    const uint2 r2 = lane < nwarps ? red[round & 1][lane] : make_uint2(0u, 0u);
-    const std::uint32_t a = __reduce_add_sync(0xffffffffu, r2.x);
-    const std::uint32_t b3 = __reduce_add_sync(0xffffffffu, r2.y);
-    const int N1 = static_cast<int>(a & 0xffffu), N2 = static_cast<int>(a >> 16), N3 = static_cast<int>(b3);
-    T = N3 >= take ? c3 : N2 >= take ? c2 : N1 >= take ? c1 : T;
-  }
-  // Keys above T all win; keys equal to T win in page-id order until `take` are chosen.
-  std::uint32_t gt = 0, eq = 0;
-#pragma unroll
-  for (int i = 0; i < KPT; ++i) {
-    gt += key[i] > T ? 1u : 0u;
-    eq += key[i] == T ? 1u : 0u;
-  }
-  std::uint32_t eq_incl = eq;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const std::uint32_t y = __shfl_up_sync(0xffffffffu, eq_incl, o);
-    if (lane >= o) eq_incl += y;
-  }
-  const std::uint32_t gt_w = __reduce_add_sync(0xffffffffu, gt);
-  if (lane == 31) scan[warp] = make_uint2(eq_incl, gt_w);
-  __syncthreads();
-  const uint2 sc2 = lane < nwarps ? scan[lane] : make_uint2(0u, 0u);
-  std::uint32_t eq_before = eq_incl - eq + __reduce_add_sync(0xffffffffu, lane < warp ? sc2.x : 0u);
-  const std::uint32_t GT = __reduce_add_sync(0xffffffffu, sc2.y);
-  const std::uint32_t need_eq = static_cast<std::uint32_t>(take) - GT;
-#pragma unroll
-  for (int i = 0; i < KPT; ++i) {
-    bool win = key[i] > T;
-    if (key[i] == T) {
-      win = eq_before < need_eq;
-      ++eq_before;
-    }
-    if (win && base + i < n) {
-      const int slot = atomicAdd(&sel_n, 1);
-      if (slot < 16) {
-        sel_key[slot] = key[i];
-        sel_id[slot] = base + i;
-      }
+    if (tid == r) mine = static_cast<int>(id);
+    if (static_cast<std::uint32_t>(base + bi) == id) {  // the owner drops it
+      dropped |= 1u << bi;
+      lane_best(key, dropped, &bk, &bi);
     }
   }
-  __syncthreads();
-  if (tid < take) {  // rank among the winners: (key desc, id asc)
-    const std::uint32_t k0 = sel_key[tid];
-    const int id0 = sel_id[tid];
-    int rank = 0;
-    for (int j = 0; j < take; ++j)
-      rank += (sel_key[j] > k0 || (sel_key[j] == k0 && sel_id[j] < id0)) ? 1 : 0;
-    out[rank * os] = id0;
-  }
+  if (tid < take) out[tid * os] = mine;
   // History beyond the scored columns (block table narrower than L): NaN, by id.
   for (int j = take + tid; j < need; j += blockDim.x) out[j * os] = n + (j - take);
   if (tid == 0) out[need * os] = static_cast<int>(L);
 }
 
+// Threads of a top-k CTA for rows of up to `width` candidates: one warp per 1,024.
+unsigned topk_threads(long long width) {
+  const long long cand = width < kMaxCandidates ? width : kMaxCandidates;
+  long long warps = (cand + 32 * kTopkKeys - 1) / (32 * kTopkKeys);
+  if (warps < 1) warps = 1;
+  return static_cast<unsigned>(32 * warps);
+}
+
 // Indexer top-k: one CTA per score row (row, head) of the workspace; also writes
 // page_scores (b < L: the score, NaN beyond the block table; b >= L: -inf).
-template <int KPT>
-__global__ void __launch_bounds__(KPT == kTopkKeys ? 1024 : 32, KPT == kTopkKeys ? 1 : 16) topk_kernel(IndexerParams p, const float* ws, long long ws_ld) {
+__global__ void __launch_bounds__(32 * kTopkMaxWarps) topk_kernel(IndexerParams p, const float* ws, long long ws_ld) {
   const long long v = blockIdx.x;
   const long long row = v / p.heads;
   const int h = static_cast<int>(v % p.heads);
@@ -669,7 +669,7 @@ __global__ void __launch_bounds__(KPT == kTopkKeys ? 1024 : 32, KPT == kTopkKeys
   const long long L = pos < 0 ? -1 : pos / kPage;
   const long long W = p.bt_width;
   const float* s = ws + v * ws_ld;
-  select_row<KPT>(s, 1, W, L, p.topk_k, p.topk + row * p.topk_stride[0] + h * p.topk_stride[1], p.topk_stride[2]);
+  select_row(s, 1, W, L, p.topk_k, p.topk + row * p.topk_stride[0] + h * p.topk_stride[1], p.topk_stride[2]);
   if (p.page_scores != nullptr) {
     float* o = p.page_scores + row * p.ps_stride[0] + h * p.ps_stride[1];
     for (long long b = threadIdx.x; b < p.ps_width; b += blockDim.x)
@@ -678,30 +678,13 @@ __global__ void __launch_bounds__(KPT == kTopkKeys ? 1024 : 32, KPT == kTopkKeys
 }
 
 // topk_select on given scores: one CTA per row.
-template <int KPT>
-__global__ void __launch_bounds__(KPT == kTopkKeys ? 1024 : 32, KPT == kTopkKeys ? 1 : 16) topk_select_kernel(TopkSelectParams p) {
+__global__ void __launch_bounds__(32 * kTopkMaxWarps) topk_select_kernel(TopkSelectParams p) {
   const long long r = blockIdx.x;
   const long long L = p.local_page[r * p.lp_stride];
-  select_row<KPT>(p.scores + r * p.s_stride[0], p.s_stride[1], p.width, L, p.k,
-             p.topk + r * p.topk_stride[0], p.topk_stride[1]);
+  select_row(p.scores + r * p.s_stride[0], p.s_stride[1], p.width, L, p.k, p.topk + r * p.topk_stride[0],
+             p.topk_stride[1]);
 }
 
-// Rows of up to kWarpCandidates candidates: one warp per row (CTA of 32 threads), 32
-// keys per thread; the radix rounds then synchronise one warp, not a block (the block
-// version's 16 block-wide barriers dominate at 1,024 pages). Wider rows: the block
-// version below.
-constexpr int kWarpKeys = 32;
-constexpr int kWarpCandidates = 32 * kWarpKeys;
-
-// Threads of a top-k CTA for rows of up to `width` candidates (8 per thread).
-unsigned topk_threads(long long width) {
-  const long long cand = width < kMaxCandidates ? width : kMaxCandidates;
-  long long threads = (cand + kTopkKeys - 1) / kTopkKeys;
-  threads = (threads + 31) / 32 * 32;
-  if (threads < 32) threads = 32;
-  if (threads > 1024) threads = 1024;
-  return static_cast<unsigned>(threads);
-}
 
 template <class Kern>
 cudaError_t set_smem(Kern k, int bytes) {
@@ -839,8 +822,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   }
   if (err == cudaSuccess) {
     const unsigned rows = static_cast<unsigned>(p.num_rows * p.heads);
-    if (W <= kWarpCandidates) topk_kernel<kWarpKeys><<<rows, 32, 0, stream>>>(p, ws, ws_ld);
-    else topk_kernel<kTopkKeys><<<rows, topk_threads(W), 0, stream>>>(p, ws, ws_ld);
+    topk_kernel<<<rows, topk_threads(W), 0, stream>>>(p, ws, ws_ld);
     err = cudaGetLastError();
   }
   if (workspace == nullptr) {
@@ -853,8 +835,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
 int launch_topk_select(const TopkSelectParams& p, void* stream) {
   if (p.rows <= 0) return 0;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (p.width <= kWarpCandidates) topk_select_kernel<kWarpKeys><<<static_cast<unsigned>(p.rows), 32, 0, s>>>(p);
-  else topk_select_kernel<kTopkKeys><<<static_cast<unsigned>(p.rows), topk_threads(p.width), 0, s>>>(p);
+  topk_select_kernel<<<static_cast<unsigned>(p.rows), topk_threads(p.width), 0, s>>>(p);
   return static_cast<int>(cudaGetLastError());
 }
 

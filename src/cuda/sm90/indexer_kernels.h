@@ -16,9 +16,10 @@
 //     are NaN, as the CPU backend), times the NVFP4 global scale, for the rows whose
 //     local page is beyond it. Sums are tensor-core FP32 sums: not bit-identical to the
 //     CPU's sequential sums (policy D8: 2e-4 relative), deterministic run to run.
-//  3. top-k: one CTA per (row, head) (one warp for <= 1,024 pages, else up to 1,024
-//     threads), exact D1/D2 selection by a radix search on the order-preserving score
-//     key (cost independent of ties), and page_scores output.
+//  3. top-k: one CTA per (row, head) (one warp per 1,024 pages, up to 8 warps), 32
+//     candidates per thread, exact D1/D2 selection by a tournament on the order-
+//     preserving score key (K-1 rounds whatever the scores: cost independent of ties),
+//     and page_scores output.
 // The workspace (f32 [T, H, round_up(W, 8)] + the tile map) is allocated with
 // cudaMallocAsync from the shapes (T, H, block-table width W, B), never from lengths.
 //
