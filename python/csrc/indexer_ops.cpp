@@ -1,4 +1,5 @@
-// Indexer ops: indexer_prefill, indexer_decode (page scores + top-k into caller buffers).
+// Indexer ops: indexer_prefill, indexer_decode (page scores + top-k into caller buffers) and
+// topk_select (the D1 selection alone, on given page scores).
 #include "binding.h"
 
 namespace flashmsa_py {
@@ -50,10 +51,18 @@ void indexer_decode(const at::Tensor& q, const at::Tensor& index_cache,
   check_status(flashmsa::indexer_decode(a));
 }
 
+void topk_select(const at::Tensor& scores, const at::Tensor& local_page, const at::Tensor& topk) {
+  const char* op = "topk_select";
+  OpDevice dev(op, {{"scores", &scores}, {"local_page", &local_page}, {"topk", &topk}});
+  check_status(flashmsa::topk_select(to_view(op, "scores", scores), to_view(op, "local_page", local_page),
+                                     to_view(op, "topk", topk), dev.stream()));
+}
+
 }  // namespace
 }  // namespace flashmsa_py
 
 TORCH_LIBRARY_FRAGMENT(flashmsa, m) {
+  m.def("topk_select(Tensor scores, Tensor local_page, Tensor(a!) topk) -> ()");
   m.def("indexer_prefill(Tensor q, Tensor index_cache, Tensor? index_block_scale, "
         "float index_global_scale, Tensor block_table, Tensor cu_seqlens_q, Tensor seq_lens, "
         "Tensor(a!) topk_indices, Tensor(b!)? page_scores=None) -> ()");
@@ -63,10 +72,12 @@ TORCH_LIBRARY_FRAGMENT(flashmsa, m) {
 }
 
 TORCH_LIBRARY_IMPL(flashmsa, CPU, m) {
+  m.impl("topk_select", &flashmsa_py::topk_select);
   m.impl("indexer_prefill", &flashmsa_py::indexer_prefill);
   m.impl("indexer_decode", &flashmsa_py::indexer_decode);
 }
 TORCH_LIBRARY_IMPL(flashmsa, CUDA, m) {
+  m.impl("topk_select", &flashmsa_py::topk_select);
   m.impl("indexer_prefill", &flashmsa_py::indexer_prefill);
   m.impl("indexer_decode", &flashmsa_py::indexer_decode);
 }

@@ -29,6 +29,7 @@ from .ops import (
     quantize_query_e4m3,
     sparse_attention_decode,
     sparse_attention_prefill,
+    topk_select,
 )
 from .wrappers import DecodeIndexerPlan, SparseDecodeWrapper, SparsePrefillWrapper
 
@@ -55,7 +56,7 @@ __all__ = [
     "DecodeIndexerPlan", "SparseDecodeWrapper", "SparsePrefillWrapper",
     "cache_insert", "fused_qknorm_rope_insert", "index_cache_insert", "indexer_decode",
     "indexer_prefill", "kv_format_of", "nvfp4_to_fp8", "quantize_query_e4m3",
-    "sparse_attention_decode", "sparse_attention_prefill",
+    "sparse_attention_decode", "sparse_attention_prefill", "topk_select",
     "KV_FORMAT_BF16", "KV_FORMAT_FP8", "KV_FORMAT_NVFP4",
     "DEFAULT_SOFTMAX_SCALE", "PAGE_SIZE", "HEAD_DIM", "MAX_TOPK", "built_with_cuda", "library_version",
 ]

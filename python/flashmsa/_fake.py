@@ -15,6 +15,7 @@ _MUTATING_OPS = (
     "fused_qknorm_rope_insert",
     "indexer_prefill",
     "indexer_decode",
+    "topk_select",
     "sparse_attention_prefill",
     "sparse_attention_decode",
 )

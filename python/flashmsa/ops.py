@@ -160,6 +160,25 @@ def indexer_decode(q: torch.Tensor, index_cache: torch.Tensor, block_table: torc
     return topk_indices
 
 
+def topk_select(scores: torch.Tensor, local_page: torch.Tensor,
+                topk_indices: Optional[torch.Tensor] = None, k: int = 16) -> torch.Tensor:
+    """The selection rule alone (spec D1, D2) on given page scores; returns ``topk_indices``.
+
+    scores: float32 ``[R, W]`` (any strides), W <= 8192: scores[r, b] of the history pages
+    b < local_page[r] (columns beyond are not read). local_page: int32 ``[R]``, L per row
+    (L < 0: an empty row, all -1); a row with L + 1 > K needs L <= W. topk_indices: int32
+    ``[R, K]`` (K in 1..16, any strides), allocated with K = ``k`` when not given. Row r:
+    pages 0..L when L + 1 <= K, else the K-1 best history pages (score desc, page asc;
+    NaN lowest) then L; unused entries -1. CPU or CUDA (all three tensors on one device;
+    on CUDA asynchronous on torch's current stream, no host sync: capturable).
+    Errors: ValueError naming the argument (dtype, rank, rows, K range, devices).
+    """
+    if topk_indices is None:
+        topk_indices = torch.empty(scores.shape[0], k, dtype=torch.int32, device=scores.device)
+    _F.topk_select(scores, _i32(local_page), topk_indices)
+    return topk_indices
+
+
 def sparse_attention_prefill(q: torch.Tensor, kv_cache: torch.Tensor, topk_indices: torch.Tensor,
                              block_table: torch.Tensor, cu_seqlens_q: torch.Tensor,
                              seq_lens: torch.Tensor, out: torch.Tensor,

@@ -13,7 +13,8 @@ Differences, all raising ValueError rather than computing something else:
   ``init_blocks`` must be 0 and ``local_blocks`` 1.
 * vLLM's two-step ``index_score`` + ``index_topk`` is fused in FlashMSA's indexer:
   :func:`minimax_m3_index_score_topk` takes the union of their arguments;
-  :func:`minimax_m3_index_score` returns the scores alone.
+  :func:`minimax_m3_index_score` returns the scores alone and
+  :func:`minimax_m3_index_topk` selects from them (the two-step path, same result).
 * ``k_scale`` / ``v_scale``: None, a float, or a one-element tensor (read with
   ``.item()``: a host sync, so pass floats under CUDA-graph capture); vLLM's per-slot
   ``[Hkv, max_kv_tokens]`` scales are not supported.
@@ -119,6 +120,42 @@ def minimax_m3_index_score(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq
     ops.indexer_prefill(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq_lens,
                         topk.transpose(0, 1), score.transpose(0, 1))
     return score
+
+
+def _local_pages(T: int, cu_seqlens_q: torch.Tensor, prefix_lens: torch.Tensor) -> torch.Tensor:
+    """int32 [T]: the local page p // 128 of every prefill row, p = prefix_len + (row index
+    within its request), computed on the device without a host sync (capturable)."""
+    dev = cu_seqlens_q.device
+    cu = cu_seqlens_q.to(torch.int64)
+    q_lens = cu[1:] - cu[:-1]
+    req = torch.repeat_interleave(torch.arange(q_lens.numel(), device=dev), q_lens, output_size=T)
+    pos = prefix_lens.to(torch.int64)[req] + torch.arange(T, device=dev) - cu[:-1][req]
+    return torch.div(pos, 128, rounding_mode="floor").to(torch.int32)
+
+
+def minimax_m3_index_topk(score, cu_seqlens_q, prefix_lens, max_query_len, topk, init_blocks=0,
+                          local_blocks=1, out=None) -> torch.Tensor:
+    """Top-k from page scores, vLLM order: score float32 ``[H, T, W]`` (as returned by
+    :func:`minimax_m3_index_score`) -> int32 ``[H, T, topk]`` (``out`` if given: it must be
+    viewable as ``[H*T, topk]``). Row t of request r sits at p = prefix_lens[r] + (t -
+    cu_seqlens_q[r]); its history pages b < p // 128 are ranked on score (D1: score desc,
+    page asc, NaN lowest), then the local page; -1 padded. Runs on the scores' device,
+    no host sync."""
+    _check_selection(init_blocks, local_blocks)
+    if score.dim() != 3:
+        raise ValueError("flashmsa.vllm_compat: argument 'score': expected [H, T, W], got shape "
+                         f"{list(score.shape)}")
+    H, T, W = score.shape
+    if out is None:
+        out = torch.empty(H, T, topk, dtype=torch.int32, device=score.device)
+    try:
+        rows = out.view(H * T, topk)
+    except RuntimeError as e:
+        raise ValueError(f"flashmsa.vllm_compat: argument 'out': expected a tensor viewable as "
+                         f"[{H * T}, {topk}], got shape {list(out.shape)} strides {list(out.stride())}") from e
+    local = _local_pages(T, cu_seqlens_q, prefix_lens).repeat(H)
+    ops.topk_select(score.reshape(H * T, W), local, rows)
+    return out
 
 
 def minimax_m3_index_score_topk(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq_lens,

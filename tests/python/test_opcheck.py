@@ -37,6 +37,8 @@ def _cases():
                                                 b.seq_lens, topk.clone(), torch.empty(T, 1, b.max_pages))),
         "indexer_decode": (F.indexer_decode, (d.index_q, d.index_cache, None, 1.0, d.block_table, d.seq_lens, 2,
                                               torch.empty(4, 1, 16, dtype=torch.int32))),
+        "topk_select": (F.topk_select, (torch.randn(6, 40), torch.tensor([39, 20, 3, 0, -1, 17], dtype=torch.int32),
+                                        torch.empty(6, 16, dtype=torch.int32))),
         "sparse_attention_prefill": (F.sparse_attention_prefill, (
             b.q, b.kv_cache, topk, b.block_table, b.cu_seqlens_q, b.seq_lens, torch.empty(T, hq, 128).bfloat16(),
             torch.empty(T, hq))),

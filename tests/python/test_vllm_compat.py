@@ -42,6 +42,10 @@ def test_index_score_topk_and_decode(device):
     score = vc.minimax_m3_index_score(batch.index_q, batch.index_cache, batch.block_table,
                                       batch.cu_seqlens_q, batch.seq_lens, None, 40, 3000, 2)
     assert score.shape == (2, batch.T, 32)
+    # The two-step path (scores, then top-k from them) selects what the fused call did.
+    prefix = batch.seq_lens - (batch.cu_seqlens_q[1:] - batch.cu_seqlens_q[:-1])
+    two_step = vc.minimax_m3_index_topk(score, batch.cu_seqlens_q, prefix, 40, 16)
+    assert torch.equal(two_step, got)
 
     Q = 4
     dec = Batch(q_lens=[Q] * 2, seq_lens=[2500, 300], hkv=1, hq=16, device=device)
@@ -66,3 +70,23 @@ def test_unsupported_arguments_raise():
                                          batch.block_table, batch.seq_lens, 1, 0.1,
                                          torch.empty(4, 16, 128, dtype=torch.bfloat16), 4,
                                          k_scale=torch.ones(1, PAGE))
+
+
+def test_topk_select_rule(device):
+    # D1: L + 1 <= K rows take pages 0..L; otherwise the 15 best history pages (score desc,
+    # page asc: ties go to the lower page, NaN ranks last), then L; -1 padded.
+    W = 40
+    scores = torch.full((4, W), 2.0, device=device)  # all equal
+    scores[1, 7] = 5.0
+    scores[1, 30] = float("nan")
+    scores[2] = torch.arange(W, dtype=torch.float32, device=device)
+    local = torch.tensor([39, 39, 20, 3], dtype=torch.int32, device=device)
+    out = flashmsa.topk_select(scores, local)
+    exp = torch.tensor([list(range(15)) + [39],
+                        [7] + list(range(7)) + list(range(8, 15)) + [39],
+                        list(range(19, 4, -1)) + [20],
+                        [0, 1, 2, 3] + [-1] * 12], dtype=torch.int32)
+    assert torch.equal(out.cpu(), exp)
+    with pytest.raises(ValueError, match=r"argument '(scores|local_page)'.*expected"):
+        flashmsa.topk_select(scores, local[:2])
+
