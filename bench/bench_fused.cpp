@@ -4,13 +4,14 @@
 //   fp8      e4m3 q (q_scale 0.05) / index q, fp8 K/V (k_scale 0.03, v_scale 0.7), fp8 index K
 //   nvfp4    e4m3 q / index q, NVFP4 K/V (linear planes) and NVFP4 index K
 //   nvfp4hs  as nvfp4 with vLLM's head-slot page [pages, 2*Hkv, 128, 72], swizzled scales
-// us: median over `--reps` replays of a CUDA graph of calls that rotate over enough
-// copies of the per-call buffers (>= 256 MB) for a cold L2, per call; us_call: median of
-// single calls between CUDA events, including the host-side validation and launch.
-// Effective GB/s (from us) over the bytes that
-// must move (qkv row read, cos/sin row, positions and both slot mappings; q, index q, K,
-// V and index-K written: 128 values at the element size, NVFP4 64 code bytes + 8 scale
-// bytes per row) against the measured 4.2 TB/s. The input values are random normal
+// us: median over `--reps` replays of a CUDA graph of calls that rotate over copies of
+// the per-call buffers (enough for 256 MB, at most 32: cold L2 from about 800 tokens at
+// 16/1), per call; us_call: median of single calls between CUDA events, including the
+// host-side validation and launch. Effective GB/s (from us) over the bytes that must move
+// (qkv row read, cos/sin row, positions, slot mapping (the index slot mapping aliases it);
+// q, index q, K, V and index-K written: 128 values at the element size, NVFP4 64 code
+// bytes + 8 scale bytes per row) against the measured 4.2 TB/s. The input values are
+// random normal
 // BF16 (so the FP8 / NVFP4 quantisation takes its common paths).
 //
 //   build/bench_fused [--heads 64/4,16/1] [--tokens 1,64,8192,65536]
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--heads") heads = argv[i + 1];
     else if (a == "--tokens") tokens = argv[i + 1];
-    else if (a == "--reps") reps = std::stoi(argv[i + 1]);
+    else if (a == "--reps") reps = std::max(1, std::stoi(argv[i + 1]));
     else if (a == "--csv") csv = argv[i + 1];
     else if (a == "--paths") paths = argv[i + 1];
     else {
@@ -103,7 +104,8 @@ int main(int argc, char** argv) {
         const std::size_t es = bf16 ? 2 : 1;             // q / index q element size
         const double cache_row = bf16 ? 256.0 : fp8 ? 128.0 : 72.0;  // bytes per cache row
         // Cold L2: the calls of a timed graph rotate over `sets` copies of every per-call
-        // buffer (qkv, q, index q, K/V and index-K caches), at least 256 MB in all.
+        // buffer (qkv, q, index q, K/V and index-K caches): enough for 256 MB, at most 32
+        // copies (so below about 800 tokens at 16/1 the rotation fits in L2: warm).
         const std::size_t qkv_bytes = static_cast<std::size_t>(t) * row * 2;
         // K/V cache: packed [pages, Hkv, 128, 256] (bf16 / fp8) or 2 * Hkv * 128 * 72 bytes
         // per page (nvfp4: head-slot page, or the same bytes split into 4 linear planes).
@@ -232,6 +234,9 @@ int main(int argc, char** argv) {
           s = fused_qknorm_rope_insert(ac);
           if (!s.ok()) {
             std::fprintf(stderr, "%s\n", s.message().c_str());
+            cudaGraph_t g = nullptr;
+            (void)cudaStreamEndCapture(stream, &g);
+            if (g) cudaGraphDestroy(g);
             return 1;
           }
         }
@@ -271,7 +276,7 @@ int main(int argc, char** argv) {
         const double us_call = ms_call[ms_call.size() / 2] * 1e3;
         const double bytes =
             static_cast<double>(t) *
-            (row * 2.0 + 64 * 2 + 4 * 3 +                          // qkv row, cos/sin, pos + slots
+            (row * 2.0 + 64 * 2 + 4 * 2 +                          // qkv row, cos/sin, pos + slots
              (hq * 128.0 + hkv * 128.0) * es +                     // q, index q
              (2.0 * hkv + 1.0) * cache_row);                       // K, V, index K
         const double gbs = bytes / (us * 1e3);

@@ -5,6 +5,10 @@
 set(FLASHMSA_CUTLASS_VERSION "4.2.0.0")
 set(FLASHMSA_CUTLASS_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/third_party/cutlass/include"
     CACHE PATH "CUTLASS include directory (holds cute/ and cutlass/)")
+if(NOT FLASHMSA_CUTLASS_INCLUDE_DIR)  # an empty cache entry (older build trees): the default
+  set(FLASHMSA_CUTLASS_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/third_party/cutlass/include" CACHE PATH
+      "CUTLASS include directory (holds cute/ and cutlass/)" FORCE)
+endif()
 if(NOT EXISTS "${FLASHMSA_CUTLASS_INCLUDE_DIR}/cute/arch/mma_sm90_gmma.hpp")
   message(FATAL_ERROR "FlashMSA's CUDA kernels need the CUTLASS/CuTe headers, not found in "
                       "FLASHMSA_CUTLASS_INCLUDE_DIR=${FLASHMSA_CUTLASS_INCLUDE_DIR}: restore "

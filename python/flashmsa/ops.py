@@ -166,7 +166,9 @@ def topk_select(scores: torch.Tensor, local_page: torch.Tensor,
 
     scores: float32 ``[R, W]`` (any strides), W <= 8192: scores[r, b] of the history pages
     b < local_page[r] (columns beyond are not read). local_page: int32 ``[R]``, L per row
-    (L < 0: an empty row, all -1); a row with L + 1 > K needs L <= W. topk_indices: int32
+    (L < 0: an empty row, all -1); on CPU a row with L + 1 > K needs L <= W (ValueError
+    otherwise), on CUDA (contents not read on the host) the missing columns rank as NaN.
+    Errors name the C++ arguments 'scores', 'local_page' and 'topk'. topk_indices: int32
     ``[R, K]`` (K in 1..16, any strides), allocated with K = ``k`` when not given. Row r:
     pages 0..L when L + 1 <= K, else the K-1 best history pages (score desc, page asc;
     NaN lowest) then L; unused entries -1. CPU or CUDA (all three tensors on one device;

@@ -22,8 +22,9 @@ Differences, all raising ValueError rather than computing something else:
   :func:`flashmsa.quantize_query_e4m3` and pass ``q_scale``.
 * Decode assumes the same ``decode_query_len`` for every request (rows b*Q + j);
   ``query_start_loc`` / ``token_to_req_indices`` are accepted and ignored.
-* ``prefix_lens``, ``max_query_len``, ``max_seq_len`` and ``max_decode_query_len`` are
-  implied by ``cu_seqlens_q`` / ``seq_lens`` and ignored.
+* ``max_query_len``, ``max_seq_len`` and ``max_decode_query_len`` are implied by
+  ``cu_seqlens_q`` / ``seq_lens`` and ignored, and so is ``prefix_lens`` wherever
+  ``seq_lens`` is given (:func:`minimax_m3_index_topk`, which has no ``seq_lens``, uses it).
 """
 
 from typing import Optional, Union
@@ -122,15 +123,23 @@ def minimax_m3_index_score(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq
     return score
 
 
-def _local_pages(T: int, cu_seqlens_q: torch.Tensor, prefix_lens: torch.Tensor) -> torch.Tensor:
-    """int32 [T]: the local page p // 128 of every prefill row, p = prefix_len + (row index
-    within its request), computed on the device without a host sync (capturable)."""
-    dev = cu_seqlens_q.device
-    cu = cu_seqlens_q.to(torch.int64)
-    q_lens = cu[1:] - cu[:-1]
-    req = torch.repeat_interleave(torch.arange(q_lens.numel(), device=dev), q_lens, output_size=T)
-    pos = prefix_lens.to(torch.int64)[req] + torch.arange(T, device=dev) - cu[:-1][req]
-    return torch.div(pos, 128, rounding_mode="floor").to(torch.int32)
+def _local_pages(T: int, cu_seqlens_q: torch.Tensor, prefix_lens: torch.Tensor,
+                 device: torch.device) -> torch.Tensor:
+    """int32 [T] on ``device``: the local page p // 128 of every prefill row, p = prefix_len +
+    (row index within its request); rows at or beyond cu_seqlens_q[-1] (padding) get -1
+    (an empty top-k row). Computed on the device without a host sync (capturable)."""
+    cu = cu_seqlens_q.to(device=device, dtype=torch.int64)
+    prefix = prefix_lens.to(device=device, dtype=torch.int64)
+    B = cu.numel() - 1
+    if B <= 0:
+        return torch.full((T,), -1, dtype=torch.int32, device=device)
+    rows = torch.arange(T, device=device)
+    req = torch.searchsorted(cu[1:], rows, right=True)  # request of each row, B for padding
+    valid = req < B
+    req = req.clamp(max=B - 1)
+    pos = prefix[req] + rows - cu[req]
+    local = torch.div(pos, 128, rounding_mode="floor")
+    return torch.where(valid, local, torch.full_like(local, -1)).to(torch.int32)
 
 
 def minimax_m3_index_topk(score, cu_seqlens_q, prefix_lens, max_query_len, topk, init_blocks=0,
@@ -139,8 +148,9 @@ def minimax_m3_index_topk(score, cu_seqlens_q, prefix_lens, max_query_len, topk,
     :func:`minimax_m3_index_score`) -> int32 ``[H, T, topk]`` (``out`` if given: it must be
     viewable as ``[H*T, topk]``). Row t of request r sits at p = prefix_lens[r] + (t -
     cu_seqlens_q[r]); its history pages b < p // 128 are ranked on score (D1: score desc,
-    page asc, NaN lowest), then the local page; -1 padded. Runs on the scores' device,
-    no host sync."""
+    page asc, NaN lowest), then the local page; -1 padded. Rows at or beyond
+    ``cu_seqlens_q[-1]`` (a padded token count) get all -1. Runs on the scores' device
+    (``cu_seqlens_q`` / ``prefix_lens`` are moved there), no host sync."""
     _check_selection(init_blocks, local_blocks)
     if score.dim() != 3:
         raise ValueError("flashmsa.vllm_compat: argument 'score': expected [H, T, W], got shape "
@@ -153,7 +163,7 @@ def minimax_m3_index_topk(score, cu_seqlens_q, prefix_lens, max_query_len, topk,
     except RuntimeError as e:
         raise ValueError(f"flashmsa.vllm_compat: argument 'out': expected a tensor viewable as "
                          f"[{H * T}, {topk}], got shape {list(out.shape)} strides {list(out.stride())}") from e
-    local = _local_pages(T, cu_seqlens_q, prefix_lens).repeat(H)
+    local = _local_pages(T, cu_seqlens_q, prefix_lens, score.device).repeat(H)
     ops.topk_select(score.reshape(H * T, W), local, rows)
     return out
 

@@ -682,9 +682,10 @@ TEST(CudaIndexer, DecodePlanGraphReplay) {
 TEST(CudaIndexer, TopkSelectDevice) {
   REQUIRE_GPU();
   // topk_select on cuda tensors equals the CPU helper (exact: same scores), including
-  // all-equal rows, NaN rows, -0 / +0 ties, n <= K rows and empty rows; widths for the
-  // block-wide radix kernel (3000) and the one-warp tournament (1024, 1000, 40).
-  for (const int W : {3000, 1024, 1000, 40}) {
+  // all-equal rows, NaN rows, -0 / +0 ties, n <= K rows and empty rows; widths for 1 to 8
+  // warps per row (40, 1000, 1024: one; 1025, 3000: two and three; 8192: eight), odd
+  // widths (rows not 16-byte aligned: the scalar load path).
+  for (const int W : {8192, 3000, 1025, 1024, 1000, 40}) {
     SCOPED_TRACE("width " + std::to_string(W));
     Rng rng(1200 + W);
     const int R = 12, K = 16;
@@ -702,7 +703,7 @@ TEST(CudaIndexer, TopkSelectDevice) {
         if (r == 11) v = (b % 7 == 0) ? 3.0f : -1.0f;                            // ties above the rest
         sc.data<float>()[r * W + b] = v;
       }
-    const int lps[R] = {2999, 3000, 1500, 200, 700, 3000, 15, 16, 0, -1, 17, 8191 % 3001};
+    const int lps[R] = {2999, 8192, 1500, 200, 700, 3000, 15, 16, 0, -1, 17, 8191};
     for (int r = 0; r < R; ++r) lp.data<std::int32_t>()[r] = std::min(lps[r], W);
     ASSERT_TRUE(topk_select(sc.view(), lp.view(), out_cpu.view()).ok());
     DeviceTensor dsc(sc), dlp(lp), dout(out_gpu);

@@ -46,6 +46,12 @@ def test_index_score_topk_and_decode(device):
     prefix = batch.seq_lens - (batch.cu_seqlens_q[1:] - batch.cu_seqlens_q[:-1])
     two_step = vc.minimax_m3_index_topk(score, batch.cu_seqlens_q, prefix, 40, 16)
     assert torch.equal(two_step, got)
+    # A padded token count (rows beyond cu_seqlens_q[-1]): those rows are all -1, the others
+    # unchanged; metadata may live on the CPU.
+    padded = torch.full((2, batch.T + 5, 32), float("nan"), device=device)
+    padded[:, :batch.T] = score
+    two_step = vc.minimax_m3_index_topk(padded, batch.cu_seqlens_q.cpu(), prefix.cpu(), 40, 16)
+    assert torch.equal(two_step[:, :batch.T], got) and bool((two_step[:, batch.T:] == -1).all())
 
     Q = 4
     dec = Batch(q_lens=[Q] * 2, seq_lens=[2500, 300], hkv=1, hq=16, device=device)

@@ -275,23 +275,32 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kKvFormat == kNvfp4 ? 5 :
 namespace {
 
 // Warps of the kernel (for this K/V format) resident on the whole current device at once,
-// queried once per device and format.
+// queried once per device and format. Never 0: a failed query answers 1 (no chunking
+// beyond the minimum; correct, just not tuned), is not cached, and its error is cleared
+// so that the launch status stays the kernel's own.
 int resident_warps(int kv_format) {
   static std::mutex mu;
   static std::map<std::pair<int, int>, int> cache;
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_pair(dev, kv_format);
   const auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   int sms = 0, per_sm = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   const void* fn = kv_format == kBf16  ? reinterpret_cast<const void*>(fused_qknorm_rope_kernel<kBf16>)
                    : kv_format == kFp8 ? reinterpret_cast<const void*>(fused_qknorm_rope_kernel<kFp8>)
                                        : reinterpret_cast<const void*>(fused_qknorm_rope_kernel<kNvfp4>);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kWarpsPerBlock * 32, 0);
-  const int warps = std::max(1, sms * per_sm * kWarpsPerBlock);
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kWarpsPerBlock * 32, 0) != cudaSuccess ||
+      sms <= 0 || per_sm <= 0) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  const int warps = sms * per_sm * kWarpsPerBlock;
   cache.emplace(key, warps);
   return warps;
 }
@@ -303,6 +312,7 @@ int resident_warps(int kv_format) {
 // wave that is mostly empty costs as much as a full one (e.g. 16/1 at 8192 tokens: 2
 // chunks give 4096 units = 1.3 waves of 3168 warps, 3 chunks 6144 units = 1.9 waves).
 int choose_chunks(long long quads, int per_token, int resident) {
+  if (resident < 1) resident = 1;
   int best = (per_token + kChunk - 1) / kChunk;
   double best_cost = 0.0;
   for (int c = best; c <= per_token; ++c) {

@@ -7,7 +7,8 @@
 // (__fmul_rn / __fdiv_rn, so no FMA contraction or fast division can change a bit; the
 // divisions are the correctly rounded FMA quotient quotient_rn, equal to __fdiv_rn), and
 // the narrow conversions are written out in integer arithmetic exactly as the CPU
-// defines them (no reliance on the hardware cvt's NaN / signed-zero behaviour).
+// defines them, except e4m3_sat_nonneg (hardware saturating cvt, only for non-negative
+// non-NaN inputs, where it equals the integer conversion).
 #pragma once
 
 // tests/test_quant_device_host.cpp compiles this header on the host (IEEE host operations
