@@ -193,8 +193,19 @@ Status run_prefill_cuda(const SparseAttentionPrefillArgs& a) {
     p.cu_stride = a.cu_seqlens_q.stride[0];
     p.stop_after = prefill_stop_after();
     const int err = cuda::launch_prefill_kvouter(p, static_cast<int>(a.kv.format), a.stream);
-    if (err != 0) return Status::Internal(op, std::string("KV-outer launch failed: ") + cuda::error_string(err));
-    return Status::Ok();
+    if (err == 0) return Status::Ok();
+    if (cuda::is_out_of_memory(err)) {
+      // The KV-outer workspace (mostly the BF16 partial outputs, top-k x rows x Hq x 128)
+      // grows with the rows of one call: say how much, and what to do.
+      const std::int64_t mib = (cuda::prefill_kvouter_workspace_bytes(p) + (1 << 20) - 1) >> 20;
+      return Status::Internal(op, "the KV-outer workspace of " + std::to_string(mib) + " MiB for " +
+                                      std::to_string(p.num_rows) + " query rows x " +
+                                      std::to_string(p.num_q_heads) + " heads x top-k " +
+                                      std::to_string(p.topk_k) +
+                                      " could not be allocated (" + cuda::error_string(err) +
+                                      "): prefill in smaller chunks of query rows");
+    }
+    return Status::Internal(op, std::string("KV-outer launch failed: ") + cuda::error_string(err));
   }
   cuda::DecodeParams p = params_from(a);
   p.cu_seqlens = a.cu_seqlens_q.ptr<const std::int32_t>();

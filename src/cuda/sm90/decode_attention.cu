@@ -502,5 +502,6 @@ int device_sm_count(int* count) {
   return cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, dev);
 }
 const char* error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
+bool is_out_of_memory(int err) { return err == static_cast<int>(cudaErrorMemoryAllocation); }
 
 }  // namespace flashmsa::cuda

@@ -93,5 +93,7 @@ int device_free(void* ptr);
 int device_sm_count(int* count);
 int device_ordinal(int* ordinal);
 const char* error_string(int err);
+/// True when `err` (a cudaError_t value) is cudaErrorMemoryAllocation.
+bool is_out_of_memory(int err);
 
 }  // namespace flashmsa::cuda
