@@ -26,7 +26,10 @@
 
 #include "flashmsa/flashmsa.h"
 
+#include "bench_util.h"
+
 using namespace flashmsa;
+using flashmsa::bench::split;
 
 namespace {
 
@@ -40,14 +43,6 @@ constexpr double kPeakGBs = 4200.0;
       std::exit(1);                                                                           \
     }                                                                                         \
   } while (0)
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 // Device buffers freed at the end of a configuration.
 struct Arena {

@@ -30,25 +30,12 @@
 #include "bench_util.h"
 
 using namespace flashmsa;
+using flashmsa::bench::DevBuf;
 using flashmsa::bench::split;
 
 namespace {
 
 constexpr double kPeakGBs = 4200.0;
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "CUDA error %s at line %d\n", cudaGetErrorString(e_), __LINE__); \
-      return 1;                                                                               \
-    }                                                                                         \
-  } while (0)
-
-struct DevBuf {
-  void* p = nullptr;
-  ~DevBuf() { cudaFree(p); }
-};
 
 }  // namespace
 
@@ -117,29 +104,29 @@ int main(int argc, char** argv) {
         const std::size_t set_bytes = qkv_bytes + kv_bytes + ik_bytes + q_bytes + iq_bytes;
         const int sets = static_cast<int>(std::min<std::size_t>(32, (std::size_t{256} << 20) / set_bytes + 1));
         DevBuf qkv, w, cs, pos, slots, kv, ik, q, iq;
-        CK(cudaMalloc(&qkv.p, qkv_bytes * sets));
+        CUDA_CK(cudaMalloc(&qkv.p, qkv_bytes * sets));
         {  // a 2^20-value random pattern, tiled over every copy of the qkv buffer
           const std::size_t total = static_cast<std::size_t>(t) * row * sets;
           for (std::size_t off = 0; off < total; off += pattern.size()) {
             const std::size_t n = std::min(pattern.size(), total - off);
-            CK(cudaMemcpy(static_cast<std::uint16_t*>(qkv.p) + off, pattern.data(), n * 2,
+            CUDA_CK(cudaMemcpy(static_cast<std::uint16_t*>(qkv.p) + off, pattern.data(), n * 2,
                           cudaMemcpyHostToDevice));
           }
         }
-        CK(cudaMalloc(&w.p, 4 * 128 * 2));
-        CK(cudaMemset(w.p, 0, 4 * 128 * 2));
-        CK(cudaMalloc(&cs.p, static_cast<std::size_t>(max_pos) * 64 * 2));
-        CK(cudaMemset(cs.p, 0x3c, static_cast<std::size_t>(max_pos) * 64 * 2));
+        CUDA_CK(cudaMalloc(&w.p, 4 * 128 * 2));
+        CUDA_CK(cudaMemset(w.p, 0, 4 * 128 * 2));
+        CUDA_CK(cudaMalloc(&cs.p, static_cast<std::size_t>(max_pos) * 64 * 2));
+        CUDA_CK(cudaMemset(cs.p, 0x3c, static_cast<std::size_t>(max_pos) * 64 * 2));
         std::vector<std::int32_t> h(static_cast<std::size_t>(t));
         for (int i = 0; i < t; ++i) h[static_cast<std::size_t>(i)] = i;
-        CK(cudaMalloc(&pos.p, static_cast<std::size_t>(t) * 4 + 16));
-        CK(cudaMemcpy(pos.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-        CK(cudaMalloc(&slots.p, static_cast<std::size_t>(t) * 4 + 16));
-        CK(cudaMemcpy(slots.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-        CK(cudaMalloc(&kv.p, kv_bytes * sets));
-        CK(cudaMalloc(&ik.p, ik_bytes * sets));
-        CK(cudaMalloc(&q.p, q_bytes * sets));
-        CK(cudaMalloc(&iq.p, iq_bytes * sets));
+        CUDA_CK(cudaMalloc(&pos.p, static_cast<std::size_t>(t) * 4 + 16));
+        CUDA_CK(cudaMemcpy(pos.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CK(cudaMalloc(&slots.p, static_cast<std::size_t>(t) * 4 + 16));
+        CUDA_CK(cudaMemcpy(slots.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CK(cudaMalloc(&kv.p, kv_bytes * sets));
+        CUDA_CK(cudaMalloc(&ik.p, ik_bytes * sets));
+        CUDA_CK(cudaMalloc(&q.p, q_bytes * sets));
+        CUDA_CK(cudaMalloc(&iq.p, iq_bytes * sets));
 
         const DType dq = bf16 ? DType::bf16 : DType::e4m3;
         auto build = [&](int set, FusedQkvInsertArgs& a) -> Status {
@@ -216,18 +203,18 @@ int main(int argc, char** argv) {
             return 1;
           }
         }
-        CK(cudaDeviceSynchronize());
+        CUDA_CK(cudaDeviceSynchronize());
         cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
+        CUDA_CK(cudaEventCreate(&e0));
+        CUDA_CK(cudaEventCreate(&e1));
         // (1) kernel time: a CUDA graph of `calls` calls rotating over the buffer sets
         // (cold L2), replayed `reps` times; median replay time / calls.
         const int calls = std::max(sets, 8);
         cudaStream_t stream;
-        CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        CUDA_CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         cudaGraph_t graph;
         cudaGraphExec_t exec;
-        CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        CUDA_CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         for (int c = 0; c < calls; ++c) {
           FusedQkvInsertArgs ac = args[static_cast<std::size_t>(c % sets)];
           ac.stream = stream;
@@ -240,17 +227,17 @@ int main(int argc, char** argv) {
             return 1;
           }
         }
-        CK(cudaStreamEndCapture(stream, &graph));
-        CK(cudaGraphInstantiate(&exec, graph, 0));
-        CK(cudaGraphLaunch(exec, stream));  // warm-up replay
+        CUDA_CK(cudaStreamEndCapture(stream, &graph));
+        CUDA_CK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_CK(cudaGraphLaunch(exec, stream));  // warm-up replay
         std::vector<float> ms;
         for (int r = 0; r < reps; ++r) {
-          CK(cudaEventRecord(e0, stream));
-          CK(cudaGraphLaunch(exec, stream));
-          CK(cudaEventRecord(e1, stream));
-          CK(cudaEventSynchronize(e1));
+          CUDA_CK(cudaEventRecord(e0, stream));
+          CUDA_CK(cudaGraphLaunch(exec, stream));
+          CUDA_CK(cudaEventRecord(e1, stream));
+          CUDA_CK(cudaEventSynchronize(e1));
           float m = 0;
-          CK(cudaEventElapsedTime(&m, e0, e1));
+          CUDA_CK(cudaEventElapsedTime(&m, e0, e1));
           ms.push_back(m / calls);
         }
         cudaGraphExecDestroy(exec);
@@ -260,12 +247,12 @@ int main(int argc, char** argv) {
         // validation and launch (what an eager caller sees).
         std::vector<float> ms_call;
         for (int r = 0; r < reps; ++r) {
-          CK(cudaEventRecord(e0));
+          CUDA_CK(cudaEventRecord(e0));
           (void)fused_qknorm_rope_insert(args[static_cast<std::size_t>(r % sets)]);
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
+          CUDA_CK(cudaEventRecord(e1));
+          CUDA_CK(cudaEventSynchronize(e1));
           float m = 0;
-          CK(cudaEventElapsedTime(&m, e0, e1));
+          CUDA_CK(cudaEventElapsedTime(&m, e0, e1));
           ms_call.push_back(m);
         }
         cudaEventDestroy(e0);

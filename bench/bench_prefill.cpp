@@ -100,15 +100,6 @@ float time_call(const SparseAttentionPrefillArgs& a, int reps, cudaEvent_t e0, c
   return ms[ms.size() / 2];
 }
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "CUDA error %s at line %d\n", cudaGetErrorString(e_), __LINE__); \
-      return 1;                                                                               \
-    }                                                                                         \
-  } while (0)
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,17 +123,17 @@ int main(int argc, char** argv) {
   {
     int dev = 0;
     cudaMemPool_t pool;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    CUDA_CK(cudaGetDevice(&dev));
+    CUDA_CK(cudaDeviceGetDefaultMemPool(&pool, dev));
     std::uint64_t keep = UINT64_MAX;
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CUDA_CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
   FILE* fp = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (fp)
     std::fprintf(fp, "hq,hkv,q_len,prefix,selection,format,kernel,us,tflops,frac_of_peak,plan_us,attention_us,combine_us\n");
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CUDA_CK(cudaEventCreate(&e0));
+  CUDA_CK(cudaEventCreate(&e1));
   for (const Shape& sh : parse(cases))
     for (const std::string& sel : split(selections)) {
       const int T = sh.q_len, seq = sh.q_len + sh.prefix, pages = (seq + 127) / 128;
@@ -160,27 +151,27 @@ int main(int argc, char** argv) {
         const std::int64_t es = fmt == KvFormat::bf16 ? 2 : 1;
         const std::int64_t side = static_cast<std::int64_t>(pages) * sh.hkv * 128 * dlast * es;
         void *q, *k, *v, *ks = nullptr, *vs = nullptr, *out, *d_topk, *bt, *cu, *sl;
-        CK(cudaMalloc(&q, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
-        CK(cudaMalloc(&k, static_cast<size_t>(side)));
-        CK(cudaMalloc(&v, static_cast<size_t>(side)));
+        CUDA_CK(cudaMalloc(&q, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
+        CUDA_CK(cudaMalloc(&k, static_cast<size_t>(side)));
+        CUDA_CK(cudaMalloc(&v, static_cast<size_t>(side)));
         if (fmt == KvFormat::nvfp4) {
-          CK(cudaMalloc(&ks, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-          CK(cudaMalloc(&vs, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-          CK(cudaMemset(ks, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-          CK(cudaMemset(vs, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CUDA_CK(cudaMalloc(&ks, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CUDA_CK(cudaMalloc(&vs, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CUDA_CK(cudaMemset(ks, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CUDA_CK(cudaMemset(vs, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
         }
-        CK(cudaMalloc(&out, static_cast<size_t>(T) * sh.hq * 128 * 2));
-        CK(cudaMalloc(&d_topk, topk.size() * 4));
-        CK(cudaMalloc(&bt, static_cast<size_t>(pages) * 4));
-        CK(cudaMalloc(&cu, 8));
-        CK(cudaMalloc(&sl, 4));
-        CK(cudaMemset(q, 0x22, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
-        CK(cudaMemset(k, 0x22, static_cast<size_t>(side)));
-        CK(cudaMemset(v, 0x22, static_cast<size_t>(side)));
-        CK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(bt, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(cu, cu_h, 8, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(sl, seq_h, 4, cudaMemcpyHostToDevice));
+        CUDA_CK(cudaMalloc(&out, static_cast<size_t>(T) * sh.hq * 128 * 2));
+        CUDA_CK(cudaMalloc(&d_topk, topk.size() * 4));
+        CUDA_CK(cudaMalloc(&bt, static_cast<size_t>(pages) * 4));
+        CUDA_CK(cudaMalloc(&cu, 8));
+        CUDA_CK(cudaMalloc(&sl, 4));
+        CUDA_CK(cudaMemset(q, 0x22, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
+        CUDA_CK(cudaMemset(k, 0x22, static_cast<size_t>(side)));
+        CUDA_CK(cudaMemset(v, 0x22, static_cast<size_t>(side)));
+        CUDA_CK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CK(cudaMemcpy(bt, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CK(cudaMemcpy(cu, cu_h, 8, cudaMemcpyHostToDevice));
+        CUDA_CK(cudaMemcpy(sl, seq_h, 4, cudaMemcpyHostToDevice));
         const DType ddt = fmt == KvFormat::bf16 ? DType::bf16 : fmt == KvFormat::fp8 ? DType::e4m3 : DType::u8;
         SparseAttentionPrefillArgs a;
         a.q = make_view(q, fp8q ? DType::e4m3 : DType::bf16, {T, sh.hq, 128}, Device::cuda);
@@ -207,7 +198,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "%s\n", st.message().c_str());
             return 1;
           }
-          CK(cudaDeviceSynchronize());
+          CUDA_CK(cudaDeviceSynchronize());
           const float ms_all = time_call(a, reps, e0, e1);
           float ms_plan = 0, ms_attn = 0;
           if (kv) {
@@ -217,7 +208,7 @@ int main(int argc, char** argv) {
             ms_attn = time_call(a, reps, e0, e1);
             unsetenv("FLASHMSA_PREFILL_STOP_AFTER");
           }
-          CK(cudaGetLastError());
+          CUDA_CK(cudaGetLastError());
           if (ms_all < 0 || ms_plan < 0 || ms_attn < 0) {
             std::fprintf(stderr, "timing failed\n");
             return 1;

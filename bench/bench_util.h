@@ -1,4 +1,4 @@
-// Shared helpers of the GPU benchmarks (bench_decode, bench_indexer).
+// Shared helpers of the GPU benchmarks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,6 +24,15 @@ inline std::vector<std::string> split(const std::string& s, char sep = ',') {
   return out;
 }
 
+/// A device allocation freed at scope exit (cudaMalloc into `p`).
+struct DevBuf {
+  void* p = nullptr;
+  DevBuf() = default;
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  ~DevBuf() { cudaFree(p); }
+};
+
 }  // namespace flashmsa::bench
 
 /// In a function returning bool: prints a failed CUDA call and returns false.
@@ -34,5 +43,16 @@ inline std::vector<std::string> split(const std::string& s, char sep = ',') {
       std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, \
                    __LINE__);                                                          \
       return false;                                                                    \
+    }                                                                                  \
+  } while (0)
+
+/// In main(): prints a failed CUDA call and returns 1.
+#define CUDA_CK(x)                                                                     \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, \
+                   __LINE__);                                                          \
+      return 1;                                                                        \
     }                                                                                  \
   } while (0)

@@ -262,16 +262,8 @@ TEST(FusedQkNormRope, RandomAgainstFp64Reference) {
   }
 }
 
-TEST(FusedQkNormRope, Nvfp4CachesEqualCacheInsertOfBf16K) {
-  FusedCase ref;  // bf16 caches: gives the BF16 K rows and index keys
-  ref.hq = 16;
-  ref.hkv = 2;
-  ref.t = 41;
-  ref.seed = 7;
-  ref.build();
-  ASSERT_TRUE(fused_qknorm_rope_insert(ref.args()).ok());
-
-  FusedCase c;
+// The NVFP4 case of Nvfp4CachesEqualCacheInsertOfBf16K (same inputs as its bf16 `ref`).
+void build_nvfp4(FusedCase& c) {
   c.hq = 16;
   c.hkv = 2;
   c.t = 41;
@@ -282,21 +274,25 @@ TEST(FusedQkNormRope, Nvfp4CachesEqualCacheInsertOfBf16K) {
   c.v_scale = 0.5f;
   c.build();
   c.ik.global_scale = 0.25f;
+}
+
+TEST(FusedQkNormRope, Nvfp4CachesEqualCacheInsertOfBf16K) {
+  FusedCase ref;  // bf16 caches: gives the BF16 K rows and index keys
+  ref.hq = 16;
+  ref.hkv = 2;
+  ref.t = 41;
+  ref.seed = 7;
+  ref.build();
+  ASSERT_TRUE(fused_qknorm_rope_insert(ref.args()).ok());
+
+  FusedCase c;
+  build_nvfp4(c);
   const Status s = fused_qknorm_rope_insert(c.args());
   ASSERT_TRUE(s.ok()) << s.message();
 
   // Expected: cache_insert / index_cache_insert of the BF16 rows into fresh caches.
   FusedCase e;
-  e.hq = 16;
-  e.hkv = 2;
-  e.t = 41;
-  e.seed = 7;
-  e.kv_fmt = KvFormat::nvfp4;
-  e.idx_fmt = KvFormat::nvfp4;
-  e.k_scale = 0.02f;
-  e.v_scale = 0.5f;
-  e.build();
-  e.ik.global_scale = 0.25f;
+  build_nvfp4(e);
   HostTensor k(DType::bf16, {e.t, e.hkv, 128}), ik(DType::bf16, {e.t, 128});
   const std::int64_t vecs = e.row() / 128;
   for (int i = 0; i < e.t; ++i) {

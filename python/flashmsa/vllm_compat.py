@@ -101,6 +101,12 @@ def minimax_m3_sparse_attn_decode(q, kv_cache, topk_idx, block_table, seq_lens, 
                                        _scale("k_scale", k_scale), _scale("v_scale", v_scale))
 
 
+def _check_index_heads(idx_q: torch.Tensor, num_kv_heads: int) -> None:
+    if idx_q.shape[1] != num_kv_heads:
+        raise ValueError(f"flashmsa.vllm_compat: argument 'num_kv_heads': expected idx_q's "
+                         f"{idx_q.shape[1]} index heads, got {num_kv_heads}")
+
+
 def _score_width(max_seq_len: int) -> int:
     pages = (int(max_seq_len) + 127) // 128
     return max(16, (pages + 15) // 16 * 16)
@@ -112,10 +118,8 @@ def minimax_m3_index_score(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq
     W = round_up(ceil(max_seq_len / 128), 16). Entry b < L = p // 128 holds the max over
     the page's tokens of ``idx_q . k``; entries b >= L (the local page and beyond) are -inf
     (vLLM masks per token instead: its local-page entry differs)."""
+    _check_index_heads(idx_q, num_kv_heads)
     T, H = idx_q.shape[0], idx_q.shape[1]
-    if H != num_kv_heads:
-        raise ValueError(f"flashmsa.vllm_compat: argument 'num_kv_heads': expected idx_q's {H} "
-                         f"index heads, got {num_kv_heads}")
     score = torch.empty(H, T, _score_width(max_seq_len), dtype=torch.float32, device=idx_q.device)
     topk = torch.empty(H, T, 16, dtype=torch.int32, device=idx_q.device)
     ops.indexer_prefill(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq_lens,
@@ -175,9 +179,7 @@ def minimax_m3_index_score_topk(idx_q, index_kv_cache, block_table, cu_seqlens_q
     (``out`` if given, any strides), FlashMSA order (D1: best history pages by score desc,
     page asc, then the local page; -1 padded)."""
     _check_selection(init_blocks, local_blocks)
-    if idx_q.shape[1] != num_kv_heads:
-        raise ValueError(f"flashmsa.vllm_compat: argument 'num_kv_heads': expected idx_q's "
-                         f"{idx_q.shape[1]} index heads, got {num_kv_heads}")
+    _check_index_heads(idx_q, num_kv_heads)
     if out is None:
         out = torch.empty(idx_q.shape[1], idx_q.shape[0], topk, dtype=torch.int32, device=idx_q.device)
     ops.indexer_prefill(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq_lens, out.transpose(0, 1))
@@ -190,9 +192,7 @@ def minimax_m3_index_decode(idx_q, index_kv_cache, block_table, seq_lens, max_se
     """Decode indexer, vLLM order: idx_q ``[B*Q, H, 128]`` (Q = ``decode_query_len``,
     1..16) -> int32 ``[H, B*Q, topk]`` (``out`` if given)."""
     _check_selection(init_blocks, local_blocks)
-    if idx_q.shape[1] != num_kv_heads:
-        raise ValueError(f"flashmsa.vllm_compat: argument 'num_kv_heads': expected idx_q's "
-                         f"{idx_q.shape[1]} index heads, got {num_kv_heads}")
+    _check_index_heads(idx_q, num_kv_heads)
     if out is None:
         out = torch.empty(idx_q.shape[1], idx_q.shape[0], topk, dtype=torch.int32, device=idx_q.device)
     ops.indexer_decode(idx_q, index_kv_cache, block_table, seq_lens, int(decode_query_len),

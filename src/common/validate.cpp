@@ -111,6 +111,17 @@ Status check_device(const char* op, const char* arg, const TensorView& t, Device
   return Status::Ok();
 }
 
+Status resolve_device(const char* op, std::initializer_list<NamedView> views, bool* on_cuda) {
+  const TensorView* first = nullptr;
+  for (const auto& nv : views) {
+    if (!nv.second->defined()) continue;
+    if (first == nullptr) first = nv.second;
+    FLASHMSA_RETURN_IF_ERROR(check_device(op, nv.first, *nv.second, first->device));
+  }
+  *on_cuda = first != nullptr && first->device == Device::cuda;
+  return Status::Ok();
+}
+
 Status check_positive_finite(const char* op, const char* arg, float value) {
   if (!(value > 0.0f) || !std::isfinite(value)) {
     return Status::InvalidArgument(op, arg, "a finite value > 0", float_string(value));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "flashmsa/cache.h"
 #include "flashmsa/status.h"
@@ -31,6 +32,11 @@ Status check_strides_nonnegative(const char* op, const char* arg, const TensorVi
 Status check_aligned16(const char* op, const char* arg, const TensorView& t);
 /// Memory must be on `device`.
 Status check_device(const char* op, const char* arg, const TensorView& t, Device device);
+/// Device rule shared by the ops: the first defined tensor of `views` (argument name,
+/// view) decides the device; a defined tensor on the other device is an InvalidArgument
+/// naming it. *on_cuda tells which path runs (false when no tensor is defined).
+using NamedView = std::pair<const char*, const TensorView*>;
+Status resolve_device(const char* op, std::initializer_list<NamedView> views, bool* on_cuda);
 /// Scalar must be finite and > 0.
 Status check_positive_finite(const char* op, const char* arg, float value);
 

@@ -43,19 +43,7 @@ constexpr std::int64_t kHeadSlotBytesPerHead = 128 * 72;   // 9216
 constexpr std::int64_t kHeadSlotDataBytesPerHead = 128 * 64;  // 8192
 constexpr std::int64_t kHeadSlotScaleBytesPerHead = 128 * 8;  // 1024
 
-// Device rule shared by every op: the first defined tensor decides the device; a tensor
-// on the other device is an InvalidArgument naming it. *on_cuda tells which path runs.
-using NamedView = std::pair<const char*, const TensorView*>;
-Status resolve_device(const char* op, std::initializer_list<NamedView> views, bool* on_cuda) {
-  const TensorView* first = nullptr;
-  for (const auto& nv : views) {
-    if (!nv.second->defined()) continue;
-    if (first == nullptr) first = nv.second;
-    FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, nv.first, *nv.second, first->device));
-  }
-  *on_cuda = first != nullptr && first->device == Device::cuda;
-  return Status::Ok();
-}
+using detail::resolve_device;  // device rule (common/validate.h)
 
 #ifdef FLASHMSA_WITH_CUDA
 Status cuda_status(const char* op, int err) {

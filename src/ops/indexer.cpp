@@ -26,19 +26,7 @@ inline std::int32_t at_i32(const TensorView& t, std::int64_t i) {
   return t.ptr<const std::int32_t>()[i * t.stride[0]];
 }
 
-// Device rule: the first defined tensor decides the device; a tensor on the other device
-// is an InvalidArgument naming it. *on_cuda tells which path runs.
-using NamedView = std::pair<const char*, const TensorView*>;
-Status resolve_device(const char* op, std::initializer_list<NamedView> views, bool* on_cuda) {
-  const TensorView* first = nullptr;
-  for (const auto& nv : views) {
-    if (!nv.second->defined()) continue;
-    if (first == nullptr) first = nv.second;
-    FLASHMSA_RETURN_IF_ERROR(detail::check_device(op, nv.first, *nv.second, first->device));
-  }
-  *on_cuda = first != nullptr && first->device == Device::cuda;
-  return Status::Ok();
-}
+using detail::resolve_device;  // device rule (common/validate.h)
 
 #ifdef FLASHMSA_WITH_CUDA
 // Shape-only checks of the metadata tensors (contents stay on the device).

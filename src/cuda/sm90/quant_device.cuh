@@ -62,23 +62,6 @@ __device__ __forceinline__ float e2m1_to_f32(unsigned code) {
   return (code & 8u) ? -mag : mag;
 }
 
-// float -> E2M1 code with the exact comparisons of float_to_e2m1 (no negative zero).
-__device__ __forceinline__ unsigned f32_to_e2m1(float x) {
-  if (isnan(x)) return 0u;
-  const float a = fabsf(x);
-  unsigned c;
-  if (a <= 0.25f) c = 0u;
-  else if (a < 0.75f) c = 1u;
-  else if (a <= 1.25f) c = 2u;
-  else if (a < 1.75f) c = 3u;
-  else if (a <= 2.5f) c = 4u;
-  else if (a < 3.5f) c = 5u;
-  else if (a <= 5.0f) c = 6u;
-  else c = 7u;
-  if (c == 0u) return 0u;
-  return (__float_as_uint(x) >> 31) ? (c | 8u) : c;
-}
-
 // E4M3_sat of a non-negative, non-NaN float (+inf allowed): on the device the hardware
 // conversion (saturating RNE, which equals f32_to_e4m3_sat on these inputs), in the host
 // test the integer one.
@@ -93,7 +76,7 @@ __device__ __forceinline__ unsigned e4m3_sat_nonneg(float x) {
 // float_to_e2m1 of a value already clamped to [-6, 6] (not NaN), without the comparison
 // chain: |v| < 1 rounds 2|v| to an integer (0, 1, 2) by adding 2^23 (RNE), |v| >= 1 rounds
 // the float to one mantissa bit (RNE on the bit pattern) and reads the code from its
-// exponent and that bit; no negative zero. Equal to f32_to_e2m1 on [-6, 6] (the host
+// exponent and that bit; no negative zero. Equal to float_to_e2m1 on [-6, 6] (the host
 // test checks it on every float of that range's thresholds and a dense sweep).
 __device__ __forceinline__ unsigned e2m1_of_clamped(float v) {
   const float a = fabsf(v);
