@@ -18,6 +18,7 @@
 //   build/bench_indexer [--what prefill,decode,topk] [--suite full|low_latency|all]
 //                       [--heads 4] [--formats fp8,nvfp4] [--q Q] [--calls 20] [--reps 10]
 //                       [--fp8-qk exact|e4m3|e4m3_split] [--no-split] [--csv FILE]
+//                       [--case SUBSTR]   (decode cases whose name contains SUBSTR)
 // Decode also prints "dtopk" (topk_select alone on the call's [B*Q*H, width] shape) and
 // "dscore" (total - dtopk: the scoring kernels, with index-K TB/s) unless --no-split.
 // The E4M3 scoring path (--fp8-qk, else FLASHMSA_FP8_QK, default exact) is in the format
@@ -361,7 +362,7 @@ bool bench_topk(int rows, int width, bool equal, int calls, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string what = "prefill,decode,topk", suite = "all", heads = "4", formats = "fp8,nvfp4", csv;
+  std::string what = "prefill,decode,topk", suite = "all", heads = "4", formats = "fp8,nvfp4", csv, only;
   int calls = 20, reps = 10, q_override = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -374,6 +375,7 @@ int main(int argc, char** argv) {
     else if (a == "--calls") calls = std::stoi(next());
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--csv") csv = next();
+    else if (a == "--case") only = next();  // decode cases whose name contains this
     else if (a == "--fp8-qk") {  // E4M3 scoring path (overrides FLASHMSA_FP8_QK)
       const std::string m = next();
       cuda::set_indexer_fp8_qk_default(m == "e4m3" ? cuda::Fp8Qk::kE4m3
@@ -406,7 +408,8 @@ int main(int argc, char** argv) {
       for (const std::string& f : split(formats, ','))
         for (const std::string& h : split(heads, ','))
           for (auto& c : cases)
-            if (!bench_decode(c, f, std::stoi(h), calls, reps)) return 1;
+            if (only.empty() || c.id.find(only) != std::string::npos)
+              if (!bench_decode(c, f, std::stoi(h), calls, reps)) return 1;
   }
   if (want("topk")) {
     // Issue 5's floor case "batch 64 x Q 8 at 128K context" with the benchmark's 4 index

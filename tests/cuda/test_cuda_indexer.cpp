@@ -495,6 +495,30 @@ TEST(CudaIndexer, DecodeFormats) {
       }
 }
 
+// E4M3 index q over E4M3 / NVFP4 index K: the decode MMA kernel (Q x H <= 64 score rows:
+// 8, 16, 32 and 64-row tiles) and, beyond 64 rows (16 x 8), the general score kernel;
+// contexts of 1, 127, 128, 129 tokens, padding rows, rows with p < 0, unmapped pages
+// (extra width), all-equal scores.
+TEST(CudaIndexer, DecodeE4m3Shapes) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 1000;
+  for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4})
+    for (int Q : {1, 3, 8, 16})
+      for (int H : {1, 2, 4, 8}) {
+        Case c = decode_case({1, 127, 128, 129, 0, 2, 2100, 5000 + 37 * Q, 16 * 128 + 1, 17 * 128}, Q, H, f,
+                             DType::e4m3);
+        c.extra_width = 2;
+        c.seed = seed++;
+        run_case(c);
+      }
+  for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c = decode_case({3000, 129, 4000}, 8, 4, f, DType::e4m3);
+    c.ties = true;
+    c.seed = seed++;
+    run_case(c);
+  }
+}
+
 TEST(CudaIndexer, DecodeSmallKAndNoScores) {
   REQUIRE_GPU();
   for (int K : {1, 2, 7, 16}) {

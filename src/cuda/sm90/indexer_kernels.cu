@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +14,8 @@
 
 #include "cuda/sm90/decode_attention.h"
 #include "cuda/sm90/gmma.cuh"
+
+#include <cute/arch/mma_sm80.hpp>
 
 namespace flashmsa::cuda {
 namespace {
@@ -54,6 +58,13 @@ constexpr int smem_bytes(int load) {
 }
 
 __device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
+
+// Programmatic dependent launch (PTX griddepcontrol, sm_90): a score kernel lets the
+// top-k grid launch early; the top-k kernel waits for the score grid's completion (and
+// memory flush) before it reads the scores. Both are no-ops without the launch attribute.
+__device__ __forceinline__ void grid_dependency_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(g::smem_addr(smem)), "l"(gmem)
@@ -231,6 +242,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
   std::uint8_t* sa = smem;
   std::uint8_t* sb = smem + C::kATile;
+  grid_dependency_launch();
 
   Tile t;
   if (!tile_of(p, map, blockIdx.x, R, &t)) return;
@@ -508,6 +520,335 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// Decode page scores, E4M3 index q over an E4M3 or NVFP4 index-K cache (Fp8Qk::kExact).
+//
+// A decode tile has few score rows (Q x H <= 64) and every history page of its request,
+// so the index-K stream is the whole cost. The page is the M side of the MMA:
+//   S^T (128 tokens x 8 NT rows) = K_page (128 tokens x 128 dims) . Q^T,
+// with mma.sync m16n8k16, F16 operands and FP32 accumulation (every E4M3 value and every
+// E4M3_sat(e2m1 x block scale) is exact in F16, so the products are exact, as in the
+// HGMMA path of score_kernel).
+//  - One warp owns one page at a time. Its raw bytes stream by cp.async into the warp's
+//    own ring of kDecStages slots, and the page max over 128 tokens is a register and
+//    shuffle reduction, so the loop has no CTA barrier: each warp runs its own pipeline.
+//  - A fragments are converted from the raw slot straight into registers (no converted
+//    tile). The dot product's dims are permuted, identically in A and B: in k-step s,
+//    the thread of quad index q = lane % 4 holds dims 32q + 4s + {0,1} (fragment k
+//    2q + {0,1}) and 32q + 4s + {2,3} (k 8 + 2q + {0,1}), so each thread reads 32
+//    contiguous dims of a token. The Q fragments (B) stay in registers for the CTA.
+//  - Raw E4M3 slot: token t at t * 128, its 16-byte chunk c at (c ^ (t & 1)) * 16 (the
+//    two rows a quarter-warp reads hit different banks). NVFP4 slot: codes [128][64]
+//    then block scales [128][8].
+// Block-table entries are read 32 pages at a time (one per lane, shuffled out), so the
+// copies never wait on a dependent block-table load per page.
+#ifndef FLASHMSA_DEC_WARPS  // tile choices (benchmark variants may override them)
+#define FLASHMSA_DEC_WARPS 12
+#endif
+#ifndef FLASHMSA_DEC_STAGES
+#define FLASHMSA_DEC_STAGES 4
+#endif
+#ifndef FLASHMSA_DEC_UNIT_TOKENS
+#define FLASHMSA_DEC_UNIT_TOKENS 32
+#endif
+// Warps per CTA: 12 (up to 168 registers each); 8 for 64-row tiles, whose Q fragments
+// alone take 128 registers.
+template <int NT>
+constexpr int dec_warps() { return NT >= 8 ? 8 : FLASHMSA_DEC_WARPS; }
+#ifndef FLASHMSA_DEC_CTAS_PER_SM
+#define FLASHMSA_DEC_CTAS_PER_SM 1
+#endif
+// Resident CTAs per SM (64-row tiles: one, their registers allow no more).
+template <int NT>
+constexpr int dec_ctas_per_sm() { return NT >= 8 ? 1 : FLASHMSA_DEC_CTAS_PER_SM; }
+// Requests a decode_score_kernel launch handles (its page prefix lives in shared memory).
+constexpr int kDecMaxBatch = 4096;
+constexpr int kDecStages = FLASHMSA_DEC_STAGES;
+constexpr int kUnitTok = FLASHMSA_DEC_UNIT_TOKENS;  // tokens per copy unit: a page, a half or a quarter
+constexpr int kUnitsPerPage = kPage / kUnitTok;
+static_assert(kUnitTok == 32 || kUnitTok == 64 || kUnitTok == 128, "a copy unit is a page, a half or a quarter");
+template <bool kNv>
+constexpr int dec_slot_bytes() { return kNv ? kUnitTok * 72 : kUnitTok * 128; }
+template <int NT, bool kNv>
+constexpr int dec_smem_bytes() { return dec_warps<NT>() * kDecStages * dec_slot_bytes<kNv>(); }
+
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(g::smem_addr(smem)), "l"(gmem) : "memory");
+}
+
+// Two E4M3 bytes (bits 0-15 / 16-31 of w, low byte first) -> f16x2 (exact).
+__device__ __forceinline__ std::uint32_t f16x2_lo(std::uint32_t w) {
+  return g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w & 0xffffu));
+}
+__device__ __forceinline__ std::uint32_t f16x2_hi(std::uint32_t w) {
+  return g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w >> 16));
+}
+
+// Raw words of slot token t for this thread: dims 32q..32q+31 as 8 words of 4 E4M3
+// bytes (word s = dims 32q + 4s .. + 3).
+template <bool kNv>
+__device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, int q, std::uint32_t (&w)[8]) {
+  if constexpr (!kNv) {
+    const uint4 a = *reinterpret_cast<const uint4*>(slot + t * 128 + (((2 * q) ^ (t & 1)) << 4));
+    const uint4 b = *reinterpret_cast<const uint4*>(slot + t * 128 + (((2 * q + 1) ^ (t & 1)) << 4));
+    w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w;
+    w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+  } else {
+    const uint4 c = *reinterpret_cast<const uint4*>(slot + t * 64 + q * 16);  // 32 codes
+    const std::uint32_t s2 = *reinterpret_cast<const std::uint16_t*>(slot + kUnitTok * 64 + t * 8 + 2 * q);
+    const std::uint32_t cw[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // block scale of dims 32q + 16 half ..
+      std::uint32_t tlo, thi;
+      nvfp4_table(e4m3_to_f32((s2 >> (8 * half)) & 0xffu), &tlo, &thi);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const std::uint32_t word = cw[2 * half + i];  // 8 codes = dims 32q + 16 half + 8i ..
+        w[4 * half + 2 * i] = nvfp4x4(word & 0xffffu, tlo, thi);
+        w[4 * half + 2 * i + 1] = nvfp4x4(word >> 16, tlo, thi);
+      }
+    }
+  }
+}
+
+// MT m16 tiles (tokens t0 + 16i + {lane/4, lane/4 + 8}) against the NT Q fragments,
+// interleaved so that MT x NT independent accumulator chains are in flight; the tile
+// maxima are folded into mx.
+template <int MT, int NT, bool kNv>
+__device__ __forceinline__ void dec_mma_tiles(const std::uint8_t* slot, int t0, int r, int q,
+                                              const std::uint32_t (&bq)[NT][8][2], float (&mx)[NT][2]) {
+  std::uint32_t w[MT][2][8];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    dec_row_words<kNv>(slot, t0 + 16 * i + r, q, w[i][0]);
+    dec_row_words<kNv>(slot, t0 + 16 * i + r + 8, q, w[i][1]);
+  }
+  float c[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) c[i][nt][0] = c[i][nt][1] = c[i][nt][2] = c[i][nt][3] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < 8; ++s)
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const std::uint32_t a0 = f16x2_lo(w[i][0][s]), a1 = f16x2_lo(w[i][1][s]);
+      const std::uint32_t a2 = f16x2_hi(w[i][0][s]), a3 = f16x2_hi(w[i][1][s]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        cute::SM80_16x8x16_F32F16F16F32_TN::fma(c[i][nt][0], c[i][nt][1], c[i][nt][2], c[i][nt][3], a0, a1, a2,
+                                                a3, bq[nt][s][0], bq[nt][s][1], c[i][nt][0], c[i][nt][1],
+                                                c[i][nt][2], c[i][nt][3]);
+    }
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      mx[nt][0] = fmaxf(mx[nt][0], fmaxf(c[i][nt][0], c[i][nt][2]));
+      mx[nt][1] = fmaxf(mx[nt][1], fmaxf(c[i][nt][1], c[i][nt][3]));
+    }
+}
+
+// History pages request b scores (pages below its last row's local page and inside the
+// block table; 0 for a request without rows), and its tile.
+__device__ __forceinline__ int dec_history_pages(const IndexerParams& p, int b, Tile* t) {
+  if (!tile_of(p, nullptr, b, p.queries_per_request, t)) return 0;
+  const long long last_pos = t->first_pos + t->nrows - 1;
+  if (last_pos < kPage) return 0;
+  const long long n = last_pos / kPage;
+  return static_cast<int>(n < p.bt_width ? n : p.bt_width);
+}
+
+// The decode scoring grid is one wave of CTAs, and the work is balanced by pages: the
+// history pages of all requests, laid end to end (request-major, `pre` = exclusive
+// prefix per request in shared memory), are cut into one contiguous range per warp of
+// the grid. A warp streams its range across request boundaries (reloading the request's
+// Q fragments and block-table window at a boundary), so every warp moves the same number
+// of pages whatever the request lengths, and each CTA pays its start-up round trips once.
+template <int NT, bool kNv>
+__global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
+    decode_score_kernel(IndexerParams p, float* ws, long long ws_ld) {
+  constexpr int kWarps = dec_warps<NT>();
+  constexpr int kThreadsD = 32 * kWarps;
+  constexpr int kSlot = dec_slot_bytes<kNv>();
+  constexpr int S = kDecStages;
+  constexpr int MT = NT <= 4 ? 2 : 1;  // m16 tiles interleaved (registers: NT = 8 holds 128 of Q)
+  extern __shared__ __align__(16) std::uint8_t dsmem[];
+  grid_dependency_launch();
+  int* pre = reinterpret_cast<int*>(dsmem + kWarps * S * kSlot);  // [batch + 1]
+  const int B = p.batch;
+  const int tid = threadIdx.x;
+
+  // 1. Page prefix over the requests: each thread counts a contiguous run of requests.
+  {
+    using Scan = cub::BlockScan<int, kThreadsD>;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    const int per = (B + kThreadsD - 1) / kThreadsD;
+    const int b0 = tid * per, b1 = min(B, b0 + per);
+    int sum = 0;
+    for (int b = b0; b < b1; ++b) {
+      Tile t;
+      const int n = dec_history_pages(p, b, &t);
+      pre[b] = n;
+      sum += n;
+    }
+    int before = 0, total = 0;
+    Scan(scan_tmp).ExclusiveSum(sum, before, total);
+    for (int b = b0; b < b1; ++b) {
+      const int n = pre[b];
+      pre[b] = before;
+      before += n;
+    }
+    if (tid == 0) pre[B] = total;
+    __syncthreads();
+  }
+  const long long P = pre[B];
+  const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
+  const long long nw = static_cast<long long>(gridDim.x) * kWarps, gw = static_cast<long long>(blockIdx.x) * kWarps + warp;
+  const int f0 = static_cast<int>(gw * P / nw), f1 = static_cast<int>((gw + 1) * P / nw);
+  if (f0 >= f1) return;  // warps are independent from here on: no CTA barrier below
+  const int units = (f1 - f0) * kUnitsPerPage;
+  std::uint8_t* ring = dsmem + warp * S * kSlot;
+  // Request of flat page f, moving forward from request b (pre is non-decreasing).
+  auto advance = [&](int b, int f) {
+    while (pre[b + 1] <= f) ++b;
+    return b;
+  };
+  int b_start = 0;  // last b with pre[b] <= f0 and a page at f0: binary search
+  {
+    int lo = 0, hi = B - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (pre[mid] <= f0) lo = mid;
+      else hi = mid - 1;
+    }
+    b_start = advance(lo, f0);
+  }
+
+  // Issue side: block-table window of request ib (lane i: page wbase + i).
+  int ib = b_start, wb = -1, wbase = 0, wphys = -1;
+  unsigned vmask = 0u;  // bit (u % S): unit u's physical page is valid
+  auto issue = [&](int u) {
+    const int f = f0 + u / kUnitsPerPage, quarter = u % kUnitsPerPage;
+    ib = advance(ib, f);
+    const int page = f - pre[ib];
+    if (ib != wb || page >= wbase + 32) {
+      wb = ib;
+      wbase = page;
+      const int j = page + l;
+      wphys = j < pre[ib + 1] - pre[ib]
+                  ? p.block_table[static_cast<long long>(ib) * p.bt_stride[0] + j * p.bt_stride[1]]
+                  : -1;
+    }
+    const long long phys = __shfl_sync(0xffffffffu, wphys, page - wbase);
+    const bool ok = phys >= 0 && phys < p.num_pages;
+    const unsigned bit = 1u << (u % S);
+    vmask = ok ? (vmask | bit) : (vmask & ~bit);
+    if (!ok) return;
+    std::uint8_t* dst = ring + (u % S) * kSlot;
+    const int tok0 = quarter * kUnitTok;
+    const std::uint8_t* src = p.k_data + phys * p.k_stride[0] + tok0 * p.k_stride[1];
+    if constexpr (!kNv) {
+#pragma unroll 8
+      for (int c = l; c < kUnitTok * 8; c += 32) {  // (token, 16-byte chunk)
+        const int tok = c >> 3, ch = c & 7;
+        cp_async16(dst + tok * 128 + ((ch ^ (tok & 1)) << 4), src + tok * p.k_stride[1] + ch * 16);
+      }
+    } else {
+#pragma unroll 8
+      for (int c = l; c < kUnitTok * 4; c += 32) {
+        const int tok = c >> 2, ch = c & 3;
+        cp_async16(dst + tok * 64 + ch * 16, src + tok * p.k_stride[1] + ch * 16);
+      }
+      const std::uint8_t* sc = p.k_scale + phys * p.ks_stride[0] + tok0 * p.ks_stride[1];
+#pragma unroll
+      for (int tok = l; tok < kUnitTok; tok += 32) cp_async8(dst + kUnitTok * 64 + tok * 8, sc + tok * p.ks_stride[1]);
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < S - 1; ++u) {
+    if (u < units) issue(u);
+    cp_async_commit();
+  }
+
+  // Compute side: request cb's tile and Q fragments (score row sr = 8 nt + lane / 4 ->
+  // query row sr / H, head sr % H; zero beyond the tile's rows).
+  const int H = p.heads;
+  int cb = -1;
+  Tile t{};
+  int srows = 0;
+  std::uint32_t bq[NT][8][2];
+  auto load_request = [&](int b) {
+    cb = b;
+    dec_history_pages(p, b, &t);  // the tile (b has pages, so it is valid)
+    srows = t.nrows * H;          // <= 8 NT (launcher)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int sr = 8 * nt + r;
+      uint4 a = make_uint4(0u, 0u, 0u, 0u), c = a;
+      if (sr < srows) {
+        const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q) + (t.row0 + sr / H) * p.q_stride[0] +
+                                  (sr % H) * p.q_stride[1] + 32 * q;
+        a = *reinterpret_cast<const uint4*>(src);
+        c = *reinterpret_cast<const uint4*>(src + 16);
+      }
+      const std::uint32_t w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+      for (int s2 = 0; s2 < 8; ++s2) {
+        bq[nt][s2][0] = f16x2_lo(w[s2]);
+        bq[nt][s2][1] = f16x2_hi(w[s2]);
+      }
+    }
+  };
+
+  const float kscale = kNv ? p.k_global : 1.0f;
+  float mx[NT][2];
+  for (int u = 0; u < units; ++u) {
+    cp_async_wait<S - 2>();
+    __syncwarp();  // unit u landed for every lane; slot (u - 1) % S is no longer read
+    if (u + S - 1 < units) issue(u + S - 1);
+    cp_async_commit();
+    const int f = f0 + u / kUnitsPerPage, quarter = u % kUnitsPerPage;
+    if (quarter == 0) {
+      const int b = advance(cb < 0 ? b_start : cb, f);
+      if (b != cb) load_request(b);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mx[nt][0] = mx[nt][1] = nan_f();  // fmaxf ignores NaN (D2)
+    }
+    const bool ok = (vmask >> (u % S)) & 1u;  // the same for every unit of a page
+    const std::uint8_t* slot = ring + (u % S) * kSlot;
+    if (ok) {
+#pragma unroll 1
+      for (int m = 0; m < kUnitTok / 16; m += MT) dec_mma_tiles<MT, NT, kNv>(slot, 16 * m, r, q, bq, mx);
+    }
+    if (quarter != kUnitsPerPage - 1) continue;
+    if (ok) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll
+          for (int o = 4; o < 32; o *= 2) mx[nt][e] = fmaxf(mx[nt][e], __shfl_xor_sync(0xffffffffu, mx[nt][e], o));
+    }
+    // Lanes 0..3 store score rows 8 nt + 2q + e (NaN for an unmapped page, D2).
+    if (r == 0) {
+      const long long b = f - pre[cb];  // logical page
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int sr = 8 * nt + 2 * q + e;
+          if (sr >= srows) continue;
+          const int qr = sr / H, h = sr % H;
+          const long long pos = t.first_pos + qr;
+          if (pos < 0 || b >= pos / kPage) continue;
+          ws[((t.row0 + qr) * H + h) * ws_ld + b] = ok ? mx[nt][e] * kscale : nan_f();
+        }
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // Request and position of query row `row` (D4); false for rows outside every request.
 __device__ __forceinline__ bool locate(const IndexerParams& p, long long row, int* req, long long* pos) {
   if (p.batch <= 0) return false;
@@ -547,41 +888,65 @@ __device__ __forceinline__ std::uint32_t score_key(float f) {
 
 // Top-k selection: 32 candidates per thread, 1 to 8 warps per row (rows of up to 1,024
 // candidates per warp, 8,192 in all, D10).
-constexpr int kTopkKeys = 32;  // lane_best's tree is written for 32
+constexpr int kTopkKeys = 32;  // the group trees (LaneGroups) are written for 32
 constexpr int kTopkMaxWarps = kMaxCandidates / (32 * kTopkKeys);
 static_assert(kTopkKeys == 32 && kTopkMaxWarps == 8, "top-k layout: 32 keys per lane, <= 8 warps");
 
-// A lane's best (key, index) of its kTopkKeys keys, the keys whose bit is set in
-// `dropped` counting as 0: a tree whose left operand (the smaller index) wins ties. (A
-// mask rather than zeroing key[bi], which the compiler turns into an indexed store and
-// moves the array to local memory.)
-__device__ __forceinline__ void lane_best(const std::uint32_t (&key)[kTopkKeys], std::uint32_t dropped,
-                                          std::uint32_t* bk, int* bi) {
-  std::uint32_t tk[kTopkKeys / 2];
-  int ti[kTopkKeys / 2];
+// A lane's kTopkKeys keys in four groups of eight. Keys whose bit is set in `dropped`
+// count as 0. Ties go to the smaller index everywhere (the left operand of every
+// comparison), so the lane's best is the largest key with the smallest index. After a
+// drop only the dropped key's group is recomputed (7 steps) and the four group bests
+// combined (3 steps), instead of a 31-step tree over all 32 keys. (Masks and constant
+// group indices, never an indexed register array, which the compiler would move to
+// local memory.)
+struct LaneGroups {
+  std::uint32_t k[4];
+  int i[4];
+};
+
+template <int G>
+__device__ __forceinline__ void group_best(const std::uint32_t (&key)[kTopkKeys], std::uint32_t dropped,
+                                           LaneGroups& g) {
+  std::uint32_t tk[4];
+  int ti[4];
 #pragma unroll
-  for (int i = 0; i < kTopkKeys / 2; ++i) {
-    const std::uint32_t a = (dropped >> (2 * i)) & 1u ? 0u : key[2 * i];
-    const std::uint32_t b = (dropped >> (2 * i + 1)) & 1u ? 0u : key[2 * i + 1];
+  for (int j = 0; j < 4; ++j) {
+    const int ia = 8 * G + 2 * j, ib = ia + 1;
+    const std::uint32_t a = (dropped >> ia) & 1u ? 0u : key[ia];
+    const std::uint32_t b = (dropped >> ib) & 1u ? 0u : key[ib];
     const bool l = a >= b;
-    tk[i] = l ? a : b;
-    ti[i] = l ? 2 * i : 2 * i + 1;
+    tk[j] = l ? a : b;
+    ti[j] = l ? ia : ib;
   }
-  // 16 -> 8 -> 4 -> 2 -> 1, each level a loop with a constant trip count (unrolled, so
-  // tk / ti stay in registers).
-#define FLASHMSA_TREE_LEVEL(W)                        \
-  _Pragma("unroll") for (int i = 0; i < (W); ++i) {   \
-    const bool l = tk[2 * i] >= tk[2 * i + 1];        \
-    tk[i] = l ? tk[2 * i] : tk[2 * i + 1];            \
-    ti[i] = l ? ti[2 * i] : ti[2 * i + 1];            \
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const bool l = tk[2 * j] >= tk[2 * j + 1];
+    tk[j] = l ? tk[2 * j] : tk[2 * j + 1];
+    ti[j] = l ? ti[2 * j] : ti[2 * j + 1];
   }
-  FLASHMSA_TREE_LEVEL(8)
-  FLASHMSA_TREE_LEVEL(4)
-  FLASHMSA_TREE_LEVEL(2)
-  FLASHMSA_TREE_LEVEL(1)
-#undef FLASHMSA_TREE_LEVEL
-  *bk = tk[0];
-  *bi = ti[0];
+  const bool l = tk[0] >= tk[1];
+  g.k[G] = l ? tk[0] : tk[1];
+  g.i[G] = l ? ti[0] : ti[1];
+}
+
+__device__ __forceinline__ void groups_best(const LaneGroups& g, std::uint32_t* bk, int* bi) {
+  const bool l01 = g.k[0] >= g.k[1], l23 = g.k[2] >= g.k[3];
+  const std::uint32_t k01 = l01 ? g.k[0] : g.k[1], k23 = l23 ? g.k[2] : g.k[3];
+  const int i01 = l01 ? g.i[0] : g.i[1], i23 = l23 ? g.i[2] : g.i[3];
+  const bool l = k01 >= k23;
+  *bk = l ? k01 : k23;
+  *bi = l ? i01 : i23;
+}
+
+// Recomputes the group holding key `idx` (after it was dropped).
+__device__ __forceinline__ void regroup(const std::uint32_t (&key)[kTopkKeys], std::uint32_t dropped, int idx,
+                                        LaneGroups& g) {
+  switch (idx >> 3) {
+    case 0: group_best<0>(key, dropped, g); break;
+    case 1: group_best<1>(key, dropped, g); break;
+    case 2: group_best<2>(key, dropped, g); break;
+    default: group_best<3>(key, dropped, g); break;
+  }
 }
 
 // Top-k of one row (D1, D2), run by the whole CTA (1 to 8 warps): candidates s[b * cs],
@@ -625,7 +990,12 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
   }
   std::uint32_t bk, dropped = 0u;
   int bi;
-  lane_best(key, dropped, &bk, &bi);
+  LaneGroups grp;
+  group_best<0>(key, dropped, grp);
+  group_best<1>(key, dropped, grp);
+  group_best<2>(key, dropped, grp);
+  group_best<3>(key, dropped, grp);
+  groups_best(grp, &bk, &bi);
   int mine = -1;  // thread r of warp 0 keeps the id chosen in round r
   for (int r = 0; r < take; ++r) {
     std::uint32_t m = __reduce_max_sync(kFull, bk);
@@ -640,7 +1010,8 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
     if (tid == r) mine = static_cast<int>(id);
     if (static_cast<std::uint32_t>(base + bi) == id) {  // the owner drops it
       dropped |= 1u << bi;
-      lane_best(key, dropped, &bk, &bi);
+      regroup(key, dropped, bi, grp);
+      groups_best(grp, &bk, &bi);
     }
   }
   if (tid < take) out[tid * os] = mine;
@@ -666,6 +1037,9 @@ __global__ void __launch_bounds__(32 * kTopkMaxWarps) topk_kernel(IndexerParams 
   int req;
   long long pos;
   if (!locate(p, row, &req, &pos)) return;
+  // Launched as a programmatic dependent of the score kernel (launch_indexer): the
+  // launch and the row lookup above overlap the scoring; the scores are read after it.
+  grid_dependency_wait();
   const long long L = pos < 0 ? -1 : pos / kPage;
   const long long W = p.bt_width;
   const float* s = ws + v * ws_ld;
@@ -712,6 +1086,50 @@ cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, lo
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
   score_kernel<kFp8, kLoad, kSplit><<<grid, kThreads, kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
   return cudaGetLastError();
+}
+
+template <int NT, bool kNv>
+cudaError_t launch_decode_scores(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
+  const int smem = dec_smem_bytes<NT, kNv>() + 4 * (p.batch + 1);
+  static bool configured[64] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= 64 || !configured[dev]) {
+    err = set_smem(decode_score_kernel<NT, kNv>, dec_smem_bytes<NT, kNv>() + 4 * (kDecMaxBatch + 1));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(decode_score_kernel<NT, kNv>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (err != cudaSuccess) return err;
+    if (dev >= 0 && dev < 64) configured[dev] = true;
+  }
+  // One wave: the work is balanced by pages inside the kernel.
+  decode_score_kernel<NT, kNv><<<sms * dec_ctas_per_sm<NT>(), 32 * dec_warps<NT>(), smem, stream>>>(p, ws, ws_ld);
+  return cudaGetLastError();
+}
+
+// decode_score_kernel applies: decode, E4M3 index q over E4M3 / NVFP4 index K scored
+// exactly, at most 64 score rows per request, and the 16-byte (NVFP4 scales: 8-byte)
+// alignment its vector loads and copies need. Anything else takes score_kernel.
+bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
+  if (!decode || !p.q_e4m3 || p.k_format == 0 || mode != Fp8Qk::kExact) return false;
+  if (static_cast<long long>(p.queries_per_request) * p.heads > 64 || p.batch > kDecMaxBatch) return false;
+  auto al = [](std::uintptr_t v, unsigned a) { return v % a == 0; };
+  bool ok = al(reinterpret_cast<std::uintptr_t>(p.q), 16) && al(static_cast<std::uintptr_t>(p.q_stride[0]), 16) &&
+            al(static_cast<std::uintptr_t>(p.q_stride[1]), 16) && al(reinterpret_cast<std::uintptr_t>(p.k_data), 16) &&
+            al(static_cast<std::uintptr_t>(p.k_stride[0]), 16) && al(static_cast<std::uintptr_t>(p.k_stride[1]), 16);
+  if (p.k_format == 2)
+    ok = ok && al(reinterpret_cast<std::uintptr_t>(p.k_scale), 8) &&
+         al(static_cast<std::uintptr_t>(p.ks_stride[0]), 8) && al(static_cast<std::uintptr_t>(p.ks_stride[1]), 8);
+  return ok;
+}
+
+template <bool kNv>
+cudaError_t launch_decode_scores_nt(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
+  const int rows = p.queries_per_request * p.heads;  // N side of the MMA: 8 NT >= rows
+  if (rows <= 8) return launch_decode_scores<1, kNv>(p, ws, ws_ld, sms, stream);
+  if (rows <= 16) return launch_decode_scores<2, kNv>(p, ws, ws_ld, sms, stream);
+  if (rows <= 32) return launch_decode_scores<4, kNv>(p, ws, ws_ld, sms, stream);
+  return launch_decode_scores<8, kNv>(p, ws, ws_ld, sms, stream);
 }
 
 }  // namespace
@@ -794,6 +1212,9 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     // pipelines full (each CTA start refills its raw ring), prefill wants a short tail.
     int dev = 0, sms = 132;
     if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    // E4M3 q x E4M3 (or NVFP4-dequantised) K: QGMMA only on request (Fp8Qk, see the header).
+    const Fp8Qk mode = p.fp8_qk == Fp8Qk::kDefault ? indexer_fp8_qk_default() : p.fp8_qk;
+    const bool dec_mma = decode_mma_applies(p, decode, mode);
     const long long target = (decode ? 4LL : 16LL) * sms;
     long long splits = (target + tiles - 1) / tiles;
     const long long max_splits = (W + 7) / 8;
@@ -801,13 +1222,14 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     if (splits < 1) splits = 1;
     const long long chunk = (W + splits - 1) / splits;
     splits = (W + chunk - 1) / chunk;
-    // E4M3 q x E4M3 (or NVFP4-dequantised) K: QGMMA only on request (Fp8Qk, see the header).
-    const Fp8Qk mode = p.fp8_qk == Fp8Qk::kDefault ? indexer_fp8_qk_default() : p.fp8_qk;
     const bool fp8 = p.q_e4m3 && p.k_format != 0 && mode != Fp8Qk::kExact;
     const bool split = mode == Fp8Qk::kE4m3Split;
     if (err == cudaSuccess) {
       const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
-      if (fp8 && split) {
+      if (dec_mma) {
+        err = p.k_format == 1 ? launch_decode_scores_nt<false>(p, ws, ws_ld, sms, stream)
+                              : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream);
+      } else if (fp8 && split) {
         err = p.k_format == 1 ? launch_scores<true, kCopy, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       } else if (fp8) {
@@ -822,8 +1244,17 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   }
   if (err == cudaSuccess) {
     const unsigned rows = static_cast<unsigned>(p.num_rows * p.heads);
-    topk_kernel<<<rows, topk_threads(W), 0, stream>>>(p, ws, ws_ld);
-    err = cudaGetLastError();
+    // Programmatic dependent launch after a score kernel (both are ours, on this stream).
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(rows);
+    cfg.blockDim = dim3(topk_threads(W));
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = (W > 0 && tiles > 0) ? 1 : 0;
+    err = cudaLaunchKernelEx(&cfg, topk_kernel, p, static_cast<const float*>(ws), ws_ld);
   }
   if (workspace == nullptr) {
     const cudaError_t ferr = cudaFreeAsync(work, stream);
