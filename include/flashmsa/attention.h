@@ -110,9 +110,11 @@ class SparseDecodePlan {
   /// outside D7 or device cuda in a build without CUDA kernels.
   static Status can_implement(const DecodePlanArgs& args);
   /// Validates (can_implement) and sizes the workspace for `args`. On CUDA it chooses
-  /// the split-KV factor from the SM count and allocates the split partials with
-  /// cudaMalloc (call it outside graph capture). Errors: those of can_implement,
-  /// InvalidArgument when no CUDA device is usable, Internal when the allocation fails.
+  /// the split-KV factor from the SM count, allocates the split partials and merge
+  /// counters with cudaMalloc and zeroes them (a synchronising memset: call it outside
+  /// graph capture). Runs of one plan share this workspace: do not overlap them (one plan
+  /// per stream). Errors: those of can_implement, InvalidArgument when no CUDA device is
+  /// usable, Internal when the allocation fails.
   Status plan(const DecodePlanArgs& args);
   /// Runs one layer. All tensors must be on the planned device. On CUDA it launches on
   /// `args.stream` with no allocation and no host synchronisation (graph-capturable);

@@ -1,6 +1,7 @@
 // SparseDecodePlan: lifetime, DecodePlanCache, and the CUDA (SM90) plan/run path.
 // The CPU path and all argument validation live in attention.cpp; run_cuda() receives
 // validated arguments.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -66,6 +67,21 @@ Status run_prefill_cuda(const SparseAttentionPrefillArgs&) {
 
 #else
 
+namespace {
+/// Benchmark hook FLASHMSA_DECODE_SPLITS=N (1..16) replaces the split heuristic (0: not
+/// set or out of range); logged once.
+int forced_decode_splits() {
+  static const int n = [] {
+    const char* e = std::getenv("FLASHMSA_DECODE_SPLITS");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    if (v < 1 || v > 16) return 0;
+    std::fprintf(stderr, "flashmsa: FLASHMSA_DECODE_SPLITS=%d: decode plans use %d splits\n", v, v);
+    return v;
+  }();
+  return n;
+}
+}  // namespace
+
 Status SparseDecodePlan::plan_cuda() {
   const char* op = "SparseDecodePlan::plan";
   release();
@@ -77,7 +93,9 @@ Status SparseDecodePlan::plan_cuda() {
   const int per_cta = cuda::queries_per_cta(false, args_.queries_per_request,
                                             args_.num_q_heads / args_.num_kv_heads);
   num_splits_ = cuda::choose_num_splits(rows, per_cta, args_.num_kv_heads, sms);
-  const std::int64_t floats = cuda::decode_workspace_floats(rows, args_.num_q_heads, num_splits_);
+  if (const int forced = forced_decode_splits()) num_splits_ = forced;
+  const std::int64_t floats =
+      cuda::decode_workspace_floats(rows, args_.num_q_heads, args_.num_kv_heads, per_cta, num_splits_);
   if (floats > 0) {
     device_workspace_bytes_ = static_cast<std::size_t>(floats) * sizeof(float);
     if (int err = cuda::device_malloc(&device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
@@ -85,6 +103,12 @@ Status SparseDecodePlan::plan_cuda() {
       device_workspace_bytes_ = 0;
       return Status::Internal(op, "workspace allocation of " + std::to_string(floats * 4) +
                                       " bytes failed: " + cuda::error_string(err));
+    }
+    // The split counters must start at zero (the kernel leaves them at zero); zeroing the
+    // workspace once here keeps run() free of memsets.
+    if (int err = cuda::device_zero(device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
+      release();
+      return Status::Internal(op, std::string("zeroing the workspace failed: ") + cuda::error_string(err));
     }
   }
   return Status::Ok();
@@ -158,9 +182,11 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
   p.queries_per_cta = cuda::queries_per_cta(false, args_.queries_per_request,
                                             args_.num_q_heads / args_.num_kv_heads);
   p.num_splits = num_splits_;
-  if (num_splits_ > 1) {
+  if (num_splits_ > 1) {  // workspace layout: decode_attention.h, DecodeParams::o_partial
+    const std::int64_t slots = static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_;
     p.o_partial = static_cast<float*>(device_workspace_);
-    p.lse_partial = p.o_partial + static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_ * 128;
+    p.lse_partial = p.o_partial + slots * 128;
+    p.split_counters = reinterpret_cast<int*>(p.lse_partial + slots);
   }
   return launch("SparseDecodePlan::run", p, a.kv.format, a.q.dtype, a.stream);
 }

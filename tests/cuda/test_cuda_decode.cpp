@@ -13,6 +13,7 @@
 
 #include "flashmsa/flashmsa.h"
 #include "cuda/cuda_test_util.h"
+#include "cuda/sm90/decode_attention.h"
 #include "test_util.h"
 
 namespace flashmsa {
@@ -411,6 +412,152 @@ TEST(CudaDecode, GraphReplayAfterUpdatingMetadata) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+int device_sms() {
+  int dev = 0, sms = 0;
+  EXPECT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  return sms;
+}
+
+bool same_bits(const Result& a, const Result& b) {
+  return std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()) == 0 &&
+         std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()) == 0;
+}
+
+TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
+  // Host-side only (runs without a GPU). 132 SMs (H200), 64/4 heads: Q 1 -> 1 row and
+  // Q 8 -> 8 rows per CTA.
+  using cuda::choose_num_splits;
+  EXPECT_EQ(choose_num_splits(1, 1, 4, 132), 16);    // b1 Q1: 4 CTAs x 16 = 64 <= 132
+  EXPECT_EQ(choose_num_splits(2, 1, 4, 132), 16);    // b2: 8 x 16 = 128
+  EXPECT_EQ(choose_num_splits(3, 1, 4, 132), 8);     // b3: 12 x 16 > 132, ceil(132/12) = 11 -> 8
+  EXPECT_EQ(choose_num_splits(4, 1, 4, 132), 8);     // b4: 16 CTAs
+  EXPECT_EQ(choose_num_splits(20, 1, 4, 132), 2);    // 80 CTAs
+  EXPECT_EQ(choose_num_splits(40, 1, 4, 132), 1);    // 160 CTAs
+  EXPECT_EQ(choose_num_splits(256, 8, 4, 132), 2);   // b32 Q8
+  EXPECT_EQ(choose_num_splits(1024, 8, 4, 132), 1);  // b128 Q8
+  EXPECT_EQ(choose_num_splits(1, 1, 1, 8), 8);       // few SMs: 16 x 1 > 8
+  // o_partial + lse_partial (129 words per (row, head, split)) + one counter per
+  // (query block, KV head); nothing for one split.
+  EXPECT_EQ(cuda::decode_workspace_floats(1, 64, 4, 1, 16), 64 * 16 * 129 + 4);
+  EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 4, 8, 2), 24 * 64 * 2 * 129 + 3 * 4);
+  EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 4, 8, 1), 0);
+}
+
+TEST(CudaDecode, SixteenSplitsSmallBatches) {
+  REQUIRE_GPU();
+  // At most 8 CTAs per split (query blocks x KV heads): plan() picks 16 splits, one page
+  // each for a full top-16 row, when 16 x the CTAs fit the SMs (all of these on the
+  // H200's 132). With 16 tile rows or fewer the last CTA of each (query block, KV head)
+  // merges the 16 partials in the attention kernel; the Q 4 and Q 8 shapes (64 and 128
+  // tile rows) go to the combine kernel. Issue 8's latency case first; short rows leave
+  // most splits empty; request 0 of the Q 4 shape is padding (every split empty, D5).
+  struct Shape {
+    int batch, q, hq, hkv;
+    std::vector<std::int32_t> lens;
+  };
+  const Shape shapes[] = {{1, 1, 64, 4, {4096}},    {2, 1, 64, 4, {4096, 300}}, {1, 1, 16, 1, {20000}},
+                          {2, 4, 64, 4, {0, 9000}}, {1, 8, 64, 4, {4100}},      {1, 1, 8, 8, {130}}};
+  const bool expect16 = device_sms() >= 8 * 16;
+  std::uint64_t seed = 500;
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    for (const Shape& sh : shapes) {
+      Case c;
+      c.format = f;
+      c.batch = sh.batch;
+      c.q_per_req = sh.q;
+      c.hq = sh.hq;
+      c.hkv = sh.hkv;
+      c.seq_lens = sh.lens;
+      c.seed = seed++;
+      const Inputs in = make_inputs(c);
+      SparseDecodePlan plan;
+      ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
+      if (expect16) EXPECT_EQ(plan.num_splits(), 16) << name_of(c);
+      expect_close(run_gpu(c, in), run_cpu(c, in), f != KvFormat::bf16, name_of(c) + " (16 splits)");
+    }
+  }
+}
+
+TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
+  REQUIRE_GPU();
+  // B 1, Q 1, 4K (16 splits on the H200). One plan runs 3 times on a stream, then a
+  // captured run is replayed 8 times: each launch must leave the split counters at zero
+  // (else no CTA finds itself last and the poisoned output stays), and every launch must
+  // give the same bits whichever CTA of a (query block, KV head) arrives last (D9). Then
+  // new lengths and top-k, updated in place: the replays match the CPU.
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
+    Case c;
+    c.format = f;
+    c.batch = 1;
+    c.q_per_req = 1;
+    c.seq_lens = {4096};
+    c.pages_per_req = 64;
+    c.seed = 4242;
+    Inputs in = make_inputs(c);
+    const bool fp8 = f != KvFormat::bf16;
+    Result gpu, first;
+    for (Result* r : {&gpu, &first}) {
+      r->out.reset(DType::bf16, {1, c.hq, kHeadDim});
+      r->lse.reset(DType::f32, {1, c.hq});
+    }
+    DeviceInputs d(in);
+    DeviceTensor out(gpu.out), lse(gpu.lse);
+    SparseDecodePlan plan;
+    ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
+    if (device_sms() >= 4 * 16) EXPECT_EQ(plan.num_splits(), 16);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    DecodeRunArgs args = device_run_args(c, in, d, out, lse);
+    args.stream = stream;
+    const Result cpu = run_cpu(c, in);
+    auto fetch = [&](Result& r) {
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      out.download(r.out);
+      lse.download(r.lse);
+    };
+    for (int i = 0; i < 3; ++i) {
+      out.poison();
+      lse.poison();
+      ASSERT_TRUE(plan.run(args).ok());
+      fetch(i == 0 ? first : gpu);
+      if (i == 0) expect_close(first, cpu, fp8, "run 0");
+      else EXPECT_TRUE(same_bits(gpu, first)) << "run " << i << " differs from run 0";
+    }
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status s = plan.run(args);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int i = 0; i < 8; ++i) {
+      out.poison();
+      lse.poison();
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      fetch(gpu);
+      EXPECT_TRUE(same_bits(gpu, first)) << "replay " << i << " differs from run 0";
+    }
+    for (int step = 0; step < 3; ++step) {
+      Case c2 = c;
+      c2.seq_lens = {1000 + 2500 * step};
+      in.seq_lens.data<std::int32_t>()[0] = c2.seq_lens[0];
+      Rng rng(900 + static_cast<std::uint64_t>(step));
+      make_topk(c2, in, rng);
+      d.seq_lens.upload(in.seq_lens);
+      d.topk.upload(in.topk);
+      out.poison();
+      lse.poison();
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      fetch(gpu);
+      expect_close(gpu, run_cpu(c, in), fp8, "replay with new metadata " + std::to_string(step));
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
 }
 
 TEST(CudaDecode, PlanCacheReturnsTheSamePlanPerKey) {

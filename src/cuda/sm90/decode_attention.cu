@@ -19,6 +19,12 @@ namespace at = ::flashmsa::cuda::sm90::attn;
 namespace gm = ::flashmsa::cuda::sm90::gmma;
 
 constexpr int kMaxTopkEntries = 16;
+constexpr int kMaxSplits = 16;  // choose_num_splits never returns more
+// Largest (tile rows x splits) whose merge the attention kernel's last CTA does itself:
+// 256 x 516 bytes of partials = 132 KB read from L2 by one SM (e.g. B 1, Q 1, 16 heads
+// per KV head, 16 splits). Larger merges (e.g. Q 8 x 16 heads with 16 splits: 1 MB) go
+// to the combine kernel. A first guess, not yet tuned on the GPU.
+constexpr int kFoldMaxRowSplits = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
@@ -41,28 +47,21 @@ struct Layout {
 
 constexpr int kMaxCand = 32 * kMaxTopkEntries;  // drafts x top-k entries of one CTA
 
-// Query row -> (request b, position p) (D4): decode rows are b*Q + j at
-// p = seq_len - Q + j; prefill rows are found in cu_seqlens_q (last b with cu[b] <= row)
-// at p = seq_len - q_len + (row - cu[b]). Never reads outside [0, batch).
+// Prefill query row -> (request b, position p) (D4): the last b with cu[b] <= row, at
+// p = seq_len - q_len + (row - cu[b]). Never reads outside [0, batch). (Decode rows
+// b*Q + j at p = seq_len - Q + j are located in the kernel.)
 __device__ __forceinline__ void locate_row(const DecodeParams& p, long long qrow, int* b,
                                            long long* pos) {
-  long long seq_len, start, q_len;
-  if (p.cu_seqlens == nullptr) {
-    *b = static_cast<int>(qrow / p.queries_per_request);
-    start = static_cast<long long>(*b) * p.queries_per_request;
-    q_len = p.queries_per_request;
-  } else {
-    int lo = 0, hi = p.batch - 1;
-    while (lo < hi) {  // last b with cu[b] <= qrow
-      const int mid = (lo + hi + 1) / 2;
-      if (p.cu_seqlens[mid * p.cu_stride] <= qrow) lo = mid;
-      else hi = mid - 1;
-    }
-    *b = lo;
-    start = p.cu_seqlens[lo * p.cu_stride];
-    q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
+  int lo = 0, hi = p.batch - 1;
+  while (lo < hi) {  // last b with cu[b] <= qrow
+    const int mid = (lo + hi + 1) / 2;
+    if (p.cu_seqlens[mid * p.cu_stride] <= qrow) lo = mid;
+    else hi = mid - 1;
   }
-  seq_len = p.seq_lens[static_cast<long long>(*b) * p.seq_lens_stride];
+  *b = lo;
+  const long long start = p.cu_seqlens[lo * p.cu_stride];
+  const long long q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
+  const long long seq_len = p.seq_lens[static_cast<long long>(lo) * p.seq_lens_stride];
   *pos = seq_len - q_len + (qrow - start);
 }
 
@@ -72,26 +71,66 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
-// Merges dimension d of (row, head h) over the splits' (O, LSE) pairs in split order and
-// writes the BF16 output (and LSE from d == 0). Empty splits carry LSE -inf (D5).
-__device__ __forceinline__ void merge_splits(const DecodeParams& p, long long row, int h, int d) {
-  const std::int64_t base = (row * p.num_q_heads + h) * p.num_splits;
-  float M = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) M = fmaxf(M, __ldcg(p.lse_partial + base + s));
-  float out_v = 0.0f, lse_v = -INFINITY;
-  if (M != -INFINITY) {
-    float W = 0.0f, acc = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float w = expf(__ldcg(p.lse_partial + base + s) - M);
-      W += w;
-      acc += w * __ldcg(p.o_partial + (base + s) * 128 + d);
+// Split merge of float4 slots [0, nslots): slot i is dims [4(i % 32), 4(i % 32) + 4) of
+// the (row, head) pair pair_of(i / 32) = row * Hq + head, so a warp covers one pair.
+// Thread t owns slots t, t + kThreads, ..., kPass per pass. A pass issues every partial
+// load of its slots first (S LSEs and S float4 of O each, all independent, from L2 via
+// __ldcg), then combines them in split order 0..S-1: the bits do not depend on which CTA
+// merges (D9). Splits that saw nothing carry LSE -inf and O 0; a pair with no split left
+// stays 0 with LSE -inf (D5).
+template <int kThreads, class PairOf>
+__device__ __forceinline__ void merge_splits(const DecodeParams& p, int nslots, int tid, PairOf pair_of) {
+  constexpr int kPass = 2;
+  const int S = p.num_splits;
+  for (int first = 0; first < nslots; first += kPass * kThreads) {
+    float ls[kPass][kMaxSplits];
+    float4 os[kPass][kMaxSplits];
+    long long pair[kPass];
+#pragma unroll
+    for (int u = 0; u < kPass; ++u) {
+      const int slot = first + u * kThreads + tid;
+      pair[u] = slot < nslots ? pair_of(slot >> 5) : 0;
+      const std::int64_t base = pair[u] * S;  // partial (pair, split 0)
+      const float4* o4 = reinterpret_cast<const float4*>(p.o_partial + base * 128) + (slot & 31);
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s) {
+        const bool ld = slot < nslots && s < S;
+        ls[u][s] = ld ? __ldcg(p.lse_partial + base + s) : -INFINITY;
+        os[u][s] = ld ? __ldcg(o4 + s * 32) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
     }
-    out_v = acc / W;
-    lse_v = M + logf(W);
+#pragma unroll
+    for (int u = 0; u < kPass; ++u) {
+      const int slot = first + u * kThreads + tid;
+      if (slot >= nslots) continue;
+      float M = -INFINITY;
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s) M = fmaxf(M, ls[u][s]);
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float lse_v = -INFINITY;
+      if (M != -INFINITY) {
+        float W = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kMaxSplits; ++s) {
+          if (s >= S) break;
+          const float w = expf(ls[u][s] - M);
+          W += w;
+          acc.x += w * os[u][s].x;
+          acc.y += w * os[u][s].y;
+          acc.z += w * os[u][s].z;
+          acc.w += w * os[u][s].w;
+        }
+        acc = make_float4(acc.x / W, acc.y / W, acc.z / W, acc.w / W);
+        lse_v = M + logf(W);
+      }
+      const long long qrow = pair[u] / p.num_q_heads;
+      const int h = static_cast<int>(pair[u] % p.num_q_heads), d = (slot & 31) * 4;
+      std::uint16_t* out = p.out + qrow * p.out_row_stride + h * p.out_head_stride + d;
+      reinterpret_cast<__nv_bfloat162*>(out)[0] = __floats2bfloat162_rn(acc.x * p.v_global, acc.y * p.v_global);
+      reinterpret_cast<__nv_bfloat162*>(out)[1] = __floats2bfloat162_rn(acc.z * p.v_global, acc.w * p.v_global);
+      if (d == 0 && p.lse != nullptr) p.lse[qrow * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
+    }
   }
-  p.out[row * p.out_row_stride + h * p.out_head_stride + d] =
-      __bfloat16_as_ushort(__float2bfloat16_rn(out_v * p.v_global));
-  if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
 }
 
 // One CTA = (block of R consecutive query rows of the flattened batch, KV head g, KV
@@ -101,7 +140,8 @@ __device__ __forceinline__ void merge_splits(const DecodeParams& p, long long ro
 // token of the page (wgmma), so each row runs its own online softmax with no
 // cross-warpgroup merge. FMT selects the page format; the FP8 formats take an E4M3 query.
 template <int FMT, bool QK16, int ROWS>
-__global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_attention_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
+    sparse_attention_kernel(const DecodeParams p, bool fold_merge) {
   using L = Layout<FMT, QK16, ROWS>;
   using Page = typename L::Page;
   constexpr bool FP8P = FMT != kBf16;
@@ -123,6 +163,7 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
   __shared__ int s_qb[32];
   __shared__ long long s_qpos[32];
   __shared__ int s_count;
+  __shared__ int s_last;                     // split merge: this CTA arrived last
 
   const int G = p.num_q_heads / p.num_kv_heads;
   const int R = p.queries_per_cta;
@@ -137,12 +178,44 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
   const int nrows = nq * G;  // valid tile rows
   const int K = p.topk_k;
 
-  if (tid < nq) {
-    int b;
-    long long pos;
-    locate_row(p, q0 + tid, &b, &pos);
-    s_qb[tid] = b;
-    s_qpos[tid] = pos;
+  const bool decode = p.cu_seqlens == nullptr;
+  // Candidates: slot c = j * 16 + k for query row q0 + j and top-k entry k (< K; slots
+  // k >= K stay invalid), so rows and entries come from shifts, not divisions by K.
+  constexpr int kE = kMaxTopkEntries;
+  const int ncand = nq * kE;
+  // D1: entry e of row j (request b at position pos, request length seq_len) is kept when
+  // 0 <= e < the request's pages, e <= the row's local page, e < the block-table width and
+  // its physical page lies in [0, num_pages); key (b << 32) | e, else -1.
+  auto store_candidate = [&](int c, int b, long long pos, long long seq_len, long long e, int phys) {
+    const long long req_pages = (seq_len + 127) / 128;
+    const bool keep = pos >= 0 && e >= 0 && e < req_pages && e <= pos / 128 && e < p.bt_width && phys >= 0 &&
+                      phys < p.num_pages;
+    s_cand[c] = keep ? (static_cast<long long>(b) << 32) | e : -1;
+    s_cand_phys[c] = phys;
+  };
+  // Decode: row q0 + j belongs to request (q0 + j) / Q, so nothing waits on seq_lens: the
+  // top-k entries and the lengths load together, then the block-table entries right after
+  // the top-k entries (read for any 0 <= e < bt_width, always inside the table; the D1
+  // checks apply afterwards). Two dependent round trips before the first barrier instead
+  // of three (seq_lens, top-k, block table). kPer candidate slots per thread, in registers.
+  constexpr int kPer = kMaxCand / kThreads;  // ncand <= 32 * 16 = kMaxCand
+  const unsigned Q = static_cast<unsigned>(p.queries_per_request);
+  int cand_e[kPer], cand_len[kPer];
+  unsigned cand_b[kPer];  // request of the slot's row (rows < num_rows: unsigned arithmetic)
+  if (decode) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = tid + i * kThreads;
+      cand_e[i] = -1;
+      cand_len[i] = 0;
+      cand_b[i] = 0;
+      if (c < ncand) {
+        const unsigned row = static_cast<unsigned>(q0) + (c / kE);
+        cand_b[i] = row / Q;
+        if (c % kE < K) cand_e[i] = p.topk[row * p.topk_stride[0] + g * p.topk_stride[1] + (c % kE) * p.topk_stride[2]];
+        cand_len[i] = p.seq_lens[cand_b[i] * p.seq_lens_stride];
+      }
+    }
   }
   if (tid == 0) s_count = 0;
   // Q tile (cp.async, first commit group): rows >= nrows zero.
@@ -159,27 +232,50 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
     }
     at::cp_async_commit();
   }
-  __syncthreads();
-  // 1. Candidates: every (query row, top-k entry) of the block, validated (D1).
-  for (int c = tid; c < nq * K; c += kThreads) {
-    const int j = c / K, k = c % K;
-    const int b = s_qb[j];
-    const long long pos = s_qpos[j];
-    const long long seq_len = p.seq_lens[static_cast<long long>(b) * p.seq_lens_stride];
-    const long long req_pages = (seq_len + 127) / 128;
-    const long long e = p.topk[(q0 + j) * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
-    long long key = -1;
-    int phys = -1;
-    if (pos >= 0 && e >= 0 && e < req_pages && e <= pos / 128 && e < p.bt_width) {
-      phys = p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]];
-      if (phys >= 0 && phys < p.num_pages) key = (static_cast<long long>(b) << 32) | e;
+  if (decode) {
+    // 1. Candidates (decode), from the registers loaded above.
+    int cand_phys[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      cand_phys[i] = -1;
+      if (cand_e[i] >= 0 && cand_e[i] < p.bt_width)  // only slots c < ncand, k < K hold e >= 0
+        cand_phys[i] = p.block_table[cand_b[i] * p.bt_stride[0] + cand_e[i] * p.bt_stride[1]];
     }
-    s_cand[c] = key;
-    s_cand_phys[c] = phys;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c >= ncand) continue;
+      const unsigned row = static_cast<unsigned>(q0) + (c / kE);
+      const long long pos = static_cast<long long>(cand_len[i]) - Q + (row - cand_b[i] * Q);
+      store_candidate(c, static_cast<int>(cand_b[i]), pos, cand_len[i], cand_e[i], cand_phys[i]);
+      if (c % kE == 0) {  // the row's first slot locates the row
+        s_qb[c / kE] = static_cast<int>(cand_b[i]);
+        s_qpos[c / kE] = pos;
+      }
+    }
+  } else if (tid < nq) {
+    int b;
+    long long pos;
+    locate_row(p, q0 + tid, &b, &pos);
+    s_qb[tid] = b;
+    s_qpos[tid] = pos;
   }
   __syncthreads();
+  if (!decode) {
+    // 1. Candidates (prefill): rows located above.
+    for (int c = tid; c < ncand; c += kThreads) {
+      const int j = c / kE, k = c % kE;
+      const int b = s_qb[j];
+      const long long seq_len = p.seq_lens[static_cast<long long>(b) * p.seq_lens_stride];
+      const long long e =
+          k < K ? p.topk[(q0 + j) * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]] : -1;
+      int phys = -1;
+      if (e >= 0 && e < p.bt_width) phys = p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]];
+      store_candidate(c, b, s_qpos[j], seq_len, e, phys);
+    }
+    __syncthreads();
+  }
   // 2. First occurrence of each key.
-  const int ncand = nq * K;
   for (int c = tid; c < ncand; c += kThreads) {
     const long long e = s_cand[c];
     bool first = e >= 0;
@@ -209,7 +305,7 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
     if (e < 0) continue;
     int rank = 0;
     for (int k = 0; k < ncand; ++k) rank += (s_first[k] && s_cand[k] < e) ? 1 : 0;
-    atomicOr(&s_mask[rank], 1u << (c / K));
+    atomicOr(&s_mask[rank], 1u << (c / kE));
   }
   __syncthreads();
 
@@ -399,11 +495,50 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1) sparse_a
       if ((lane & 3) == 0) p.lse_partial[slot] = lse_v;
     }
   }
+  if (p.num_splits == 1 || !fold_merge) return;
+  // Split merge, folded in, with the synchronisation of cooperative groups' grid sync
+  // (sm_70+): the barrier orders every thread's partial stores before thread 0's
+  // release-acquire atomic on the counter of this (query block, KV head); release
+  // publishes this CTA's partials, acquire makes the earlier CTAs' partials visible to
+  // the last one, and the next barrier hands them to all its threads. inc wraps at
+  // num_splits - 1 back to 0: the CTA that reads num_splits - 1 is the last, and the
+  // counter is zero again for the next launch or graph replay. The merge reads the
+  // partials from L2 (__ldcg: never a stale L1 line).
+  __syncthreads();
+  if (tid == 0) {
+    unsigned prev;
+    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
+                 : "=r"(prev)
+                 : "l"(p.split_counters + blockIdx.x), "r"(static_cast<unsigned>(p.num_splits - 1))
+                 : "memory");
+    s_last = prev == static_cast<unsigned>(p.num_splits - 1);
+  }
+  __syncthreads();
+  if (s_last)
+    merge_splits<kThreads>(p, nrows * 32, tid,
+                           [&](int r) { return (q0 + r / G) * p.num_q_heads + g * G + r % G; });
 }
 
-// Merges the per-split (O, LSE) pairs: one CTA of 128 threads (dims) per (row, head).
+// Split merge as a kernel of its own, for launches whose per-tile merge is too big for one
+// CTA (launch_rows): kCombinePairs (row, head) pairs per CTA of 128 threads (one pass).
+constexpr int kCombinePairs = 8;
 __global__ void __launch_bounds__(128) sparse_attention_combine(const DecodeParams p) {
-  merge_splits(p, blockIdx.x / p.num_q_heads, blockIdx.x % p.num_q_heads, threadIdx.x);
+  const long long first = static_cast<long long>(blockIdx.x) * kCombinePairs;
+  const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
+  const int n = static_cast<int>(min(static_cast<long long>(kCombinePairs), pairs - first));
+  merge_splits<128>(p, n * 32, threadIdx.x, [&](int r) { return first + r; });
+}
+
+// Benchmark hook FLASHMSA_DECODE_MERGE=combine: every split merge in the combine kernel
+// (to compare with the folded merge); logged once.
+bool merge_in_combine_kernel() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLASHMSA_DECODE_MERGE");
+    const bool combine = v != nullptr && std::strcmp(v, "combine") == 0;
+    if (combine) std::fprintf(stderr, "flashmsa: FLASHMSA_DECODE_MERGE=combine: split merges in the combine kernel\n");
+    return combine;
+  }();
+  return on;
 }
 
 template <int FMT, bool QK16, int ROWS>
@@ -424,10 +559,17 @@ cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
   }
   const long long nqb = (static_cast<long long>(p.num_rows) + p.queries_per_cta - 1) / p.queries_per_cta;
   dim3 grid(static_cast<unsigned>(nqb * p.num_kv_heads), p.num_splits);
-  sparse_attention_kernel<FMT, QK16, ROWS><<<grid, L::kThreads, smem, stream>>>(p);
+  // Split merge: folded into the attention kernel (the last CTA of each (query block, KV
+  // head) merges its tile) unless that CTA would read more than kFoldMaxRowSplits
+  // (tile row, split) partials (516 bytes each, from L2 on one SM); then the combine
+  // kernel spreads the merge over the GPU.
+  const bool fold = p.queries_per_cta * (p.num_q_heads / p.num_kv_heads) * p.num_splits <= kFoldMaxRowSplits &&
+                    !merge_in_combine_kernel();
+  sparse_attention_kernel<FMT, QK16, ROWS><<<grid, L::kThreads, smem, stream>>>(p, fold);
   cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || p.num_splits == 1) return err;
-  sparse_attention_combine<<<p.num_rows * p.num_q_heads, 128, 0, stream>>>(p);
+  if (err != cudaSuccess || p.num_splits == 1 || fold) return err;
+  const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
+  sparse_attention_combine<<<static_cast<unsigned>((pairs + kCombinePairs - 1) / kCombinePairs), 128, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -462,6 +604,9 @@ int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3
   const int G = p.num_q_heads / p.num_kv_heads;
   if (p.queries_per_cta < 1 || p.queries_per_cta > 32 || p.queries_per_cta * G > 128)
     return cudaErrorInvalidValue;
+  if (p.num_splits < 1 || p.num_splits > kMaxSplits ||
+      (p.num_splits > 1 && (p.o_partial == nullptr || p.lse_partial == nullptr || p.split_counters == nullptr)))
+    return cudaErrorInvalidValue;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (kv_format) {
     case kBf16: return q_is_e4m3 ? cudaErrorInvalidValue : launch<kBf16, false>(p, s);
@@ -478,22 +623,30 @@ int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3
 int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms) {
   const long long ctas = (num_rows + queries_per_cta - 1) / queries_per_cta * num_kv_heads;
   if (ctas <= 0) return 1;
-  long long splits = (num_sms + ctas - 1) / ctas;  // one CTA per SM: fill one wave
+  if (ctas * kMaxSplits <= num_sms) return kMaxSplits;  // one page per CTA, still one wave
+  long long splits = (num_sms + ctas - 1) / ctas;       // one CTA per SM: fill one wave
   if (splits < 1) splits = 1;
   if (splits > 8) splits = 8;  // >= 2 pages per split for a full top-16 row
   return static_cast<int>(splits);
 }
 
-std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits) {
+std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_kv_heads, int queries_per_cta,
+                                     int num_splits) {
   if (num_splits <= 1) return 0;
-  return static_cast<std::int64_t>(num_rows) * num_q_heads * num_splits * 129;
+  const std::int64_t nqb = (static_cast<std::int64_t>(num_rows) + queries_per_cta - 1) / queries_per_cta;
+  return static_cast<std::int64_t>(num_rows) * num_q_heads * num_splits * 129  // o_partial, lse_partial
+         + nqb * num_kv_heads;                                                 // split counters (i32)
 }
-
 
 int device_malloc(void** ptr, std::int64_t bytes) {
   return cudaMalloc(ptr, static_cast<size_t>(bytes));
 }
 int device_free(void* ptr) { return ptr ? cudaFree(ptr) : 0; }
+int device_zero(void* ptr, std::int64_t bytes) {
+  // cudaMemset runs on the default stream, which non-blocking streams do not wait for.
+  const cudaError_t e = cudaMemset(ptr, 0, static_cast<size_t>(bytes));
+  return e != cudaSuccess ? e : cudaStreamSynchronize(nullptr);
+}
 int device_ordinal(int* ordinal) { return cudaGetDevice(ordinal); }
 int device_sm_count(int* count) {
   int dev = 0;

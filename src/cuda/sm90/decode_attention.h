@@ -9,9 +9,12 @@
 // memory (attn_tile.cuh: BF16 as is; FP8 / NVFP4 widened on chip to exact F16 images).
 // Warpgroup w owns tile rows [64w, 64w+64) and all 128 tokens of a page: S = Q K^T and
 // O = P V with wgmma, online softmax per row, a row masked where its query did not
-// select the page or beyond its causal limit. With several splits the per-split
-// (O, LSE) are merged by a combine kernel. Pages are
-// double buffered with cp.async. Prefill uses prefill_kvouter.h by default.
+// select the page or beyond its causal limit. With several splits every CTA writes its
+// (O, LSE) partial to the workspace and counts itself in on a per-(query block, KV head)
+// counter; the last CTA to arrive merges the splits of its tile rows. Only when that
+// merge would be too big for one CTA (tile rows x splits > 256) does a combine kernel
+// merge instead (decode_attention.cu, kFoldMaxRowSplits).
+// Pages are double buffered with cp.async. Prefill uses prefill_kvouter.h by default.
 #pragma once
 
 #include <cstdint>
@@ -62,10 +65,20 @@ struct DecodeParams {
   std::int64_t out_row_stride = 0, out_head_stride = 0;
   float* lse = nullptr;
   std::int64_t lse_row_stride = 0, lse_head_stride = 0;
-  // Split-KV workspace: o_partial f32 [rows, Hq, splits, 128], lse_partial f32 [rows, Hq, splits].
+  // Split-KV workspace (num_splits > 1), one allocation of decode_workspace_floats()
+  // 4-byte words, in this order:
+  //   o_partial      f32 [rows, Hq, splits, 128]  per-split O, normalised by its own sum
+  //   lse_partial    f32 [rows, Hq, splits]       per-split LSE (-inf: split saw nothing)
+  //   split_counters i32 [nqb * Hkv]              arrivals per (query block, KV head), in
+  //                                               blockIdx.x order; zero between launches
+  // nqb = ceil(rows / queries_per_cta). The counters are zeroed once when the workspace
+  // is allocated; the last CTA of each (query block, KV head) wraps its counter back to 0
+  // (atomicInc), so every launch and graph replay starts from zero. Launches that share
+  // a workspace must not overlap (one plan per stream).
   int num_splits = 1;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
+  int* split_counters = nullptr;
 };
 
 /// Query rows per CTA: decode keeps a request's Q drafts together when their Q*G rows
@@ -81,15 +94,23 @@ int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3
 /// reduced-precision accumulation); by default it runs on exact F16 images (spec D7).
 bool fp8_qk_on_e4m3_mma();
 
-/// Split count heuristic: enough CTAs (one per SM) to fill one wave, at most 8 splits.
+/// Split count heuristic (ctas = query blocks x KV heads, one CTA per SM in one wave):
+/// 16 splits (one page each for a full top-16 row) when ctas * 16 <= num_sms; otherwise
+/// ceil(num_sms / ctas) capped at 8, so every split keeps >= 2 pages of a top-16 row
+/// (between 9 and 15 splits a 16-page row would still need 2 pages per split, leaving
+/// CTAs idle). 1 when the grid already fills the SMs.
 int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms);
 
-/// Workspace floats needed for the given shape and split count (0 when splits == 1).
-std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits);
+/// Workspace 4-byte words for the given shape and split count (0 when splits == 1):
+/// o_partial, lse_partial and the split counters (layout at DecodeParams::o_partial).
+std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_kv_heads, int queries_per_cta,
+                                     int num_splits);
 
 /// Device helpers used by the plan (return cudaError_t values).
 int device_malloc(void** ptr, std::int64_t bytes);
 int device_free(void* ptr);
+/// Zeroes `bytes` at `ptr` and waits for it (plan time only: it synchronises).
+int device_zero(void* ptr, std::int64_t bytes);
 int device_sm_count(int* count);
 int device_ordinal(int* ordinal);
 const char* error_string(int err);
