@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cuda/sm90/attn_tile.cuh"
+#include "cuda/sm90/pdl.cuh"
 
 namespace flashmsa::cuda {
 namespace {
@@ -21,10 +22,13 @@ namespace gm = ::flashmsa::cuda::sm90::gmma;
 constexpr int kMaxTopkEntries = 16;
 constexpr int kMaxSplits = 16;  // choose_num_splits never returns more
 // Largest (tile rows x splits) whose merge the attention kernel's last CTA does itself:
-// 256 x 516 bytes of partials = 132 KB read from L2 by one SM (e.g. B 1, Q 1, 16 heads
-// per KV head, 16 splits). Larger merges (e.g. Q 8 x 16 heads with 16 splits: 1 MB) go
-// to the combine kernel. A first guess, not yet tuned on the GPU.
+// 256 x 516 bytes of partials = 132 KB read from L2 by one SM (e.g. Q 8 x 16 heads per
+// KV head with 2 splits). Larger merges go to the combine kernel.
 constexpr int kFoldMaxRowSplits = 256;
+// ... and only up to this many splits: on the H200, b1 Q1 4K (16 splits) took 17.2 us
+// folded and 14.9 us with the combine kernel, while b32 Q8 10K (2 splits) gained with
+// the fold (130 vs 135 us, BF16).
+constexpr int kFoldMaxSplits = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
@@ -148,6 +152,11 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   constexpr int kThreads = L::kThreads;
   constexpr int kQRow = Page::kQRow;
   extern __shared__ unsigned char smem_raw[];
+  // PDL (pdl.cuh): launched as a programmatic dependent of whatever ran before on the
+  // stream, so nothing global is touched before the wait; the combine kernel may launch
+  // right away (it waits for this grid).
+  sm90::pdl_wait();
+  sm90::pdl_launch_dependents();
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
   unsigned char* sQ = smem;                  // [ROWS] x kQRow, SW128
@@ -523,6 +532,7 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
 // CTA (launch_rows): kCombinePairs (row, head) pairs per CTA of 128 threads (one pass).
 constexpr int kCombinePairs = 8;
 __global__ void __launch_bounds__(128) sparse_attention_combine(const DecodeParams p) {
+  sm90::pdl_wait();  // the attention grid's partials (pdl.cuh)
   const long long first = static_cast<long long>(blockIdx.x) * kCombinePairs;
   const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
   const int n = static_cast<int>(min(static_cast<long long>(kCombinePairs), pairs - first));
@@ -563,14 +573,17 @@ cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
   // head) merges its tile) unless that CTA would read more than kFoldMaxRowSplits
   // (tile row, split) partials (516 bytes each, from L2 on one SM); then the combine
   // kernel spreads the merge over the GPU.
-  const bool fold = p.queries_per_cta * (p.num_q_heads / p.num_kv_heads) * p.num_splits <= kFoldMaxRowSplits &&
+  const bool fold = p.num_splits <= kFoldMaxSplits &&
+                    p.queries_per_cta * (p.num_q_heads / p.num_kv_heads) * p.num_splits <= kFoldMaxRowSplits &&
                     !merge_in_combine_kernel();
-  sparse_attention_kernel<FMT, QK16, ROWS><<<grid, L::kThreads, smem, stream>>>(p, fold);
-  cudaError_t err = cudaGetLastError();
+  // Both kernels are programmatic dependents of their predecessor (pdl.cuh): their launch
+  // overlaps the previous kernel's tail.
+  cudaError_t err = sm90::launch_pdl(sparse_attention_kernel<FMT, QK16, ROWS>, grid, dim3(L::kThreads), smem, stream,
+                                     true, p, fold);
   if (err != cudaSuccess || p.num_splits == 1 || fold) return err;
   const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
-  sparse_attention_combine<<<static_cast<unsigned>((pairs + kCombinePairs - 1) / kCombinePairs), 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return sm90::launch_pdl(sparse_attention_combine, dim3(static_cast<unsigned>((pairs + kCombinePairs - 1) / kCombinePairs)),
+                          dim3(128), 0, stream, true, p);
 }
 
 template <int FMT, bool QK16>

@@ -23,6 +23,15 @@ constexpr int kPlanThreads = 256;
 constexpr int kScanThreads = 256;                      // row scans: reduce, then scan
 constexpr int kScanItems = 16;
 constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
+// Sub-counters per CSR row: the plan's counting and filling atomics of warp w go to
+// sub-counter w % kSub of a row, so a page chosen by many queries is not one hot
+// address (the H200 measured 38 + 41 us for plan_count + plan_fill at (16/1, 8192,
+// 32768) with one counter per row). A row's entries stay contiguous in the list, its
+// sub-ranges one after the other.
+#ifndef FLASHMSA_PLAN_SUBCOUNTERS
+#define FLASHMSA_PLAN_SUBCOUNTERS 8
+#endif
+constexpr int kSub = FLASHMSA_PLAN_SUBCOUNTERS;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
@@ -38,8 +47,9 @@ struct __align__(16) UnitDesc {
 
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
-  int* counts = nullptr;            // [N] entries per row (zeroed, consumed by the fill)
-  int* sched = nullptr;             // = counts + N: the attention kernel's unit counter (zeroed)
+  int* counts = nullptr;            // [N, kSub] entries per row and sub-counter (zeroed, consumed by the fill)
+  int* sched = nullptr;             // = counts + N kSub: the attention kernel's unit counter (zeroed)
+  int* sub_ptr = nullptr;           // [N, kSub] first list position of each sub-range
   int* row_ptr = nullptr;           // [N+1]
   int* unit_ptr = nullptr;          // [N+1] work units before each row
   int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
@@ -68,7 +78,7 @@ std::int64_t unit_capacity(const PrefillParams& p) {
 Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
-  const std::int64_t sizes[9] = {(N + 1) * 4,
+  const std::int64_t sizes[10] = {(N * kSub + 1) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
@@ -76,16 +86,17 @@ Workspace carve(const PrefillParams& p, void* base) {
                                  p.num_kv_heads * T * K * 4,
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
-                                 K * T * p.num_q_heads * 4};
+                                 K * T * p.num_q_heads * 4,
+                                 N * kSub * 4};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
-  void* ptrs[9];
-  for (int i = 0; i < 9; ++i) {
+  void* ptrs[10];
+  for (int i = 0; i < 10; ++i) {
     ptrs[i] = b ? b + off : nullptr;
     off += align256(sizes[i]);
   }
   w.counts = static_cast<int*>(ptrs[0]);
-  w.sched = w.counts ? w.counts + N : nullptr;
+  w.sched = w.counts ? w.counts + N * kSub : nullptr;
   w.row_ptr = static_cast<int*>(ptrs[1]);
   w.unit_ptr = static_cast<int*>(ptrs[2]);
   w.block_sums = static_cast<int2*>(ptrs[3]);
@@ -94,6 +105,7 @@ Workspace carve(const PrefillParams& p, void* base) {
   w.vmask = static_cast<unsigned*>(ptrs[6]);
   w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
   w.lse_part = static_cast<float*>(ptrs[8]);
+  w.sub_ptr = static_cast<int*>(ptrs[9]);
   w.bytes = off;
   return w;
 }
@@ -116,48 +128,67 @@ __device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, lo
 }
 
 // D1: the valid, first-occurrence entries of topk[t, g, :] (bit k of the mask) and their
-// logical pages.
+// logical pages. Three passes (top-k reads, block-table reads, checks) so the 16 slots'
+// round trips overlap instead of chaining.
 __device__ __forceinline__ unsigned valid_entries(const PrefillParams& p, int t, int g, int b, long long pos,
                                                   int (&e)[16]) {
   unsigned mask = 0;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) e[k] = -1;
   if (pos < 0) return 0;
   const long long seq = p.seq_lens[b * p.seq_lens_stride];
   const long long req_pages = (seq + 127) / 128;
   const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
+  long long v[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) v[k] = k < p.topk_k ? row[k * p.topk_stride[2]] : -1;
+  int phys[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
-    e[k] = -1;
-    if (k >= p.topk_k) continue;
-    const long long v = row[k * p.topk_stride[2]];
-    bool ok = v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width;
-    if (ok) {
-      const std::int32_t phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
-      ok = phys >= 0 && phys < p.num_pages;
-    }
+    const bool in = v[k] >= 0 && v[k] < req_pages && v[k] <= pos / 128 && v[k] < p.bt_width;
+    phys[k] = in ? p.block_table[b * p.bt_stride[0] + v[k] * p.bt_stride[1]] : -1;
+  }
 #pragma unroll
-    for (int j = 0; j < k; ++j) ok = ok && e[j] != v;
+  for (int k = 0; k < 16; ++k) {
+    bool ok = phys[k] >= 0 && phys[k] < p.num_pages;  // also false when v[k] was rejected
+#pragma unroll
+    for (int j = 0; j < k; ++j) ok = ok && e[j] != v[k];
     if (ok) {
-      e[k] = static_cast<int>(v);
+      e[k] = static_cast<int>(v[k]);
       mask |= 1u << k;
     }
   }
   return mask;
 }
 
+// Sub-counter of the thread's warp (see kSub); the fill uses the same mapping.
+__device__ __forceinline__ int plan_sub(long long i) { return static_cast<int>((i >> 5) % kSub); }
+
+// Warp-aggregated counting: lanes whose slot k lands on the same (row, sub-counter) add
+// once, through the lowest such lane. No lane returns early (__match_any_sync).
 __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
   const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
-  if (i >= static_cast<long long>(p.num_rows) * p.num_kv_heads) return;
-  const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
-  int b;
-  long long pos;
-  locate(p, t, &b, &pos);
+  const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  const int lane = threadIdx.x & 31;
   int e[16];
-  const unsigned mask = valid_entries(p, t, g, b, pos, e);
-  w.vmask[i] = mask;
-  const long long base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+  unsigned mask = 0;
+  long long base = 0;
+  if (live) {
+    const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
+    int b;
+    long long pos;
+    locate(p, t, &b, &pos);
+    mask = valid_entries(p, t, g, b, pos, e);
+    w.vmask[i] = mask;
+    base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+  }
+  const int sub = plan_sub(i);
 #pragma unroll
-  for (int k = 0; k < 16; ++k)
-    if ((mask >> k) & 1u) atomicAdd(&w.counts[base + e[k]], 1);
+  for (int k = 0; k < 16; ++k) {
+    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * kSub + sub : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, key);
+    if (key >= 0 && lane == __ffs(peers) - 1) atomicAdd(&w.counts[key], __popc(peers));
+  }
 }
 
 // Exclusive scans of the entries per row (row_ptr) and of the work units per row
@@ -168,13 +199,24 @@ __device__ __forceinline__ int units_of(int n, int qpt) {
   return ((n + qpt - 1) / qpt + kTilesPerUnit - 1) / kTilesPerUnit;
 }
 
+// Entries of CSR row r < N: the sum of its sub-counters, 0 for r >= N. The loads are
+// unconditional (row clamped to N - 1) so a thread's rows load together rather than one
+// guarded round trip after another.
+__device__ __forceinline__ int row_count(const Workspace& w, long long r, long long N) {
+  const int* c = w.counts + (r < N ? r : N - 1) * kSub;
+  int n = 0;
+#pragma unroll
+  for (int s = 0; s < kSub; ++s) n += c[s];
+  return r < N ? n : 0;
+}
+
 __device__ __forceinline__ void load_scan_items(const PrefillParams& p, const Workspace& w, int qpt,
                                                 int (&ce)[kScanItems], int (&cu)[kScanItems]) {
   const long long N = num_csr_rows(p);
 #pragma unroll
   for (int i = 0; i < kScanItems; ++i) {
     const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
-    ce[i] = r < N ? w.counts[r] : 0;
+    ce[i] = row_count(w, r, N);
     cu[i] = units_of(ce[i], qpt);
   }
 }
@@ -246,7 +288,7 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
 #pragma unroll
     for (int i = 0; i < kScanItems; ++i) {
       const long long r = b0 + threadIdx.x * kScanItems + i;
-      ce[i] = r < N ? w.counts[r] : 0;
+      ce[i] = row_count(w, r, N);
       cu[i] = units_of(ce[i], qpt);
     }
     int te, tu;
@@ -271,42 +313,73 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
   }
 }
 
+// Each valid entry (query t, slot k) takes a position in its row's sub-range, counting
+// the sub-counter down (any order: see the header), warp-aggregated as in plan_count:
+// one atomic per (row, sub-counter) and slot k per warp, the lanes ranked below it.
+// Passes: top-k reads; atomics (all in flight together); ranks and sub-range starts;
+// list stores. No lane returns early (__match_any_sync, __shfl_sync).
 __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
   const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
-  if (i >= static_cast<long long>(p.num_rows) * p.num_kv_heads) return;
-  const unsigned mask = w.vmask[i];
-  if (mask == 0) return;
-  const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
-  int b;
-  long long pos;
-  locate(p, t, &b, &pos);
-  const long long base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
-  const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
-  // Fully unrolled in three passes (top-k reads, then atomics and row offsets, then the
-  // list stores) so each pass's global round trips overlap: a rolled loop paid three
-  // dependent round trips per entry.
-  int e[16], slot[16], rp[16];
+  const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  const unsigned mask = live ? w.vmask[i] : 0u;
+  const int lane = threadIdx.x & 31;
+  int t = 0;
+  long long base = 0;
+  int e[16];
 #pragma unroll
-  for (int k = 0; k < 16; ++k) e[k] = ((mask >> k) & 1u) ? row[k * p.topk_stride[2]] : 0;  // bits >= K are 0
+  for (int k = 0; k < 16; ++k) e[k] = 0;
+  if (mask != 0u) {
+    const int g = static_cast<int>(i % p.num_kv_heads);
+    t = static_cast<int>(i / p.num_kv_heads);
+    int b;
+    long long pos;
+    locate(p, t, &b, &pos);
+    base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+    const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) e[k] = ((mask >> k) & 1u) ? row[k * p.topk_stride[2]] : 0;  // bits >= K are 0
+  }
+  const int sub = plan_sub(i);
+  unsigned peers[16];
+  int old[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
-    if ((mask >> k) & 1u) {
-      const long long r = base + e[k];
-      slot[k] = atomicSub(&w.counts[r], 1) - 1;  // any order: see the header
-      rp[k] = w.row_ptr[r];
-    }
+    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * kSub + sub : -1;
+    peers[k] = __match_any_sync(0xffffffffu, key);
+    old[k] = 0;
+    if (key >= 0 && lane == __ffs(peers[k]) - 1) old[k] = atomicSub(&w.counts[key], __popc(peers[k]));
+  }
+  int pos_k[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    const int top = __shfl_sync(0xffffffffu, old[k], __ffs(peers[k]) - 1);  // count before the group
+    const int rank = __popc(peers[k] & ((1u << lane) - 1u));
+    pos_k[k] = top - 1 - rank;
+    if ((mask >> k) & 1u) pos_k[k] += w.sub_ptr[(base + e[k]) * kSub + sub];
   }
 #pragma unroll
   for (int k = 0; k < 16; ++k)
-    if ((mask >> k) & 1u) w.list[rp[k] + slot[k]] = (t << 4) | k;
+    if ((mask >> k) & 1u) w.list[pos_k[k]] = (t << 4) | k;
 }
 
-// One thread per CSR row: the descriptors of the row's work units.
+// One thread per CSR row: the start of each sub-range of the row (for plan_fill, which
+// runs after this kernel), and the descriptors of the row's work units.
 __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt) {
   const long long r = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
   if (r >= num_csr_rows(p)) return;
   const int rb = w.row_ptr[r], n = w.row_ptr[r + 1] - rb;
   if (n == 0) return;
+  {
+    int c[kSub];
+#pragma unroll
+    for (int s = 0; s < kSub; ++s) c[s] = w.counts[r * kSub + s];
+    int first = rb;
+#pragma unroll
+    for (int s = 0; s < kSub; ++s) {
+      w.sub_ptr[r * kSub + s] = first;
+      first += c[s];
+    }
+  }
   const int tiles = (n + qpt - 1) / qpt;
   const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
   const long long rem = r % per_head;
@@ -806,7 +879,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
   const int qpt = kTileRows / G;
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
-  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N + 1) * 4, stream);
+  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N * kSub + 1) * 4, stream);
   if (err == cudaSuccess) {
     plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
     if (scan_blocks_n <= kSingleScanBlocks) {
@@ -819,8 +892,8 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
     err = cudaGetLastError();
   }
   if (err == cudaSuccess) {
+    plan_units<<<row_blocks, kPlanThreads, 0, stream>>>(p, w, qpt);  // before the fill: sub_ptr
     plan_fill<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
-    plan_units<<<row_blocks, kPlanThreads, 0, stream>>>(p, w, qpt);
     err = cudaGetLastError();
   }
   if (err == cudaSuccess && p.stop_after != 1) {

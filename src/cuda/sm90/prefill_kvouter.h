@@ -5,9 +5,9 @@
 // comes from cudaMallocAsync / cudaFreeAsync on the stream):
 //   1. plan: per KV head, a CSR from every (request, logical page) "row" to the
 //      (query, top-k slot) entries that selected it (D1 validation, duplicates once):
-//      a counting pass with atomics, exclusive scans of entries and work units per row
-//      (reduce-then-scan), a fill pass, a pass writing each work unit's resolved
-//      descriptor. The order inside a row is not fixed, and does not need to be: every
+//      a counting pass with warp-aggregated atomics on 8 sub-counters per row, exclusive
+//      scans of entries and work units per row (reduce-then-scan), a pass writing each
+//      row's sub-range starts and work-unit descriptors, a fill pass. The order inside a row is not fixed, and does not need to be: every
 //      entry's partial depends only on its own query row and page, never on its tile
 //      neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
