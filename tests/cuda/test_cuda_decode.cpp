@@ -483,31 +483,38 @@ TEST(CudaDecode, SixteenSplitsSmallBatches) {
 
 TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
   REQUIRE_GPU();
-  // B 1, Q 1, 4K (16 splits on the H200). One plan runs 3 times on a stream, then a
-  // captured run is replayed 8 times: each launch must leave the split counters at zero
-  // (else no CTA finds itself last and the poisoned output stays), and every launch must
-  // give the same bits whichever CTA of a (query block, KV head) arrives last (D9). Then
-  // new lengths and top-k, updated in place: the replays match the CPU.
+  // B 1, Q 1, 4K (16 splits on the H200: the combine kernel merges) and B 32, Q 4, 4K
+  // (2 splits: the attention kernel's last CTA merges). One plan runs 3 times on a
+  // stream, then a captured run is replayed 8 times: with the folded merge each launch
+  // must leave the split counters at zero (else no CTA finds itself last and the
+  // poisoned output stays), and every launch must give the same bits whichever CTA of a
+  // (query block, KV head) arrives last (D9). Then new lengths and top-k, updated in
+  // place: the replays match the CPU.
+  struct Shape {
+    int batch, q, splits;
+  };
+  for (const Shape sh : {Shape{1, 1, 16}, Shape{32, 4, 2}})
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
     Case c;
     c.format = f;
-    c.batch = 1;
-    c.q_per_req = 1;
-    c.seq_lens = {4096};
+    c.batch = sh.batch;
+    c.q_per_req = sh.q;
+    c.seq_lens.assign(sh.batch, 4096);
     c.pages_per_req = 64;
     c.seed = 4242;
     Inputs in = make_inputs(c);
     const bool fp8 = f != KvFormat::bf16;
     Result gpu, first;
+    const std::int64_t rows = static_cast<std::int64_t>(c.batch) * c.q_per_req;
     for (Result* r : {&gpu, &first}) {
-      r->out.reset(DType::bf16, {1, c.hq, kHeadDim});
-      r->lse.reset(DType::f32, {1, c.hq});
+      r->out.reset(DType::bf16, {rows, c.hq, kHeadDim});
+      r->lse.reset(DType::f32, {rows, c.hq});
     }
     DeviceInputs d(in);
     DeviceTensor out(gpu.out), lse(gpu.lse);
     SparseDecodePlan plan;
     ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
-    if (device_sms() >= 4 * 16) EXPECT_EQ(plan.num_splits(), 16);
+    if (device_sms() == 132) EXPECT_EQ(plan.num_splits(), sh.splits);
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     DecodeRunArgs args = device_run_args(c, in, d, out, lse);
@@ -542,8 +549,10 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
     }
     for (int step = 0; step < 3; ++step) {
       Case c2 = c;
-      c2.seq_lens = {1000 + 2500 * step};
-      in.seq_lens.data<std::int32_t>()[0] = c2.seq_lens[0];
+      for (int b = 0; b < c.batch; ++b) {
+        c2.seq_lens[b] = 1000 + 2500 * step + 37 * b;
+        in.seq_lens.data<std::int32_t>()[b] = c2.seq_lens[b];
+      }
       Rng rng(900 + static_cast<std::uint64_t>(step));
       make_topk(c2, in, rng);
       d.seq_lens.upload(in.seq_lens);

@@ -50,6 +50,10 @@ struct Case {
   bool ties = false;               // every page a copy of physical page 0 (all scores tie)
   bool nans = false;               // NaN keys: some pages all-NaN, some partly NaN
   int extra_width = 0;             // block-table columns beyond the need
+  // GPU only: history pages 3 (-> -1) and 5 (-> num_pages + 7) of every request long
+  // enough are unmapped in the GPU's block table; they must score NaN (rank last, D2)
+  // and the CPU reference is patched to match.
+  bool unmapped = false;
   std::uint64_t seed = 1;
   // Adversarial E4M3 data for the FP8 scoring paths (q e4m3, K fp8 / nvfp4):
   // 1 = every value positive with exponents spread over the whole E4M3 range (large
@@ -96,6 +100,7 @@ std::string describe(const Case& c) {
   if (c.adversarial) s += " adversarial" + std::to_string(c.adversarial);
   if (c.ties) s += " ties";
   if (c.nans) s += " nans";
+  if (c.unmapped) s += " unmapped";
   if (c.head_major) s += " head-major";
   return s;
 }
@@ -228,6 +233,16 @@ void run_case(const Case& c) {
     ASSERT_TRUE(st.ok()) << st.message();
   }
 
+  // Unmapped history pages (GPU table only): (request, page) pairs.
+  std::vector<std::pair<int, int>> unmapped;
+  if (c.unmapped)
+    for (int b = 0; b < B; ++b)
+      for (int pg : {3, 5})
+        if (pg < (c.seq_lens[b] + 127) / 128 - 1) {
+          bt.data<std::int32_t>()[b * width + pg] = pg == 3 ? -1 : num_pages + 7;
+          unmapped.emplace_back(b, pg);
+        }
+
   // GPU, twice (D9: bitwise identical runs).
   DeviceTensor dq(q), dkd(kd), dbt(bt), dcu(cu), dseq(seq), dtopk(topk_gpu_store), dps(ps_gpu);
   std::unique_ptr<DeviceTensor> dks;
@@ -294,7 +309,14 @@ void run_case(const Case& c) {
     int r0 = 0;
     for (int b = 0; b < B; ++b) {
       const int ql = c.decode ? c.Q : c.q_lens[b];
-      for (int j = 0; j < ql; ++j) row_pos[r0 + j] = static_cast<long long>(c.seq_lens[b]) - ql + j;
+      for (int j = 0; j < ql; ++j) {
+        row_pos[r0 + j] = static_cast<long long>(c.seq_lens[b]) - ql + j;
+        for (const auto& u : unmapped)  // the expected score of an unmapped history page: NaN
+          if (u.first == b && row_pos[r0 + j] >= 0 && u.second < row_pos[r0 + j] / 128)
+            for (int h = 0; h < c.H; ++h)
+              ps_cpu.data<float>()[(static_cast<std::int64_t>(r0 + j) * c.H + h) * ps_width + u.second] =
+                  std::numeric_limits<float>::quiet_NaN();
+      }
       r0 += ql;
     }
   }
@@ -349,6 +371,8 @@ void run_case(const Case& c) {
       std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
         return before(cpu_score(r, h, a), a, cpu_score(r, h, b), b);
       });
+      if (c.unmapped)  // the CPU ran on the mapped table: expect the patched scores' order
+        for (int k = 0; k + 1 < K; ++k) want[k] = order[k];
       const float cut = cpu_score(r, h, order[K - 2]);   // (K-1)-th best
       const float next = cpu_score(r, h, order[K - 1]);  // K-th best
       std::vector<char> chosen(static_cast<std::size_t>(L), 0);
@@ -514,6 +538,24 @@ TEST(CudaIndexer, DecodeE4m3Shapes) {
   for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4}) {
     Case c = decode_case({3000, 129, 4000}, 8, 4, f, DType::e4m3);
     c.ties = true;
+    c.seed = seed++;
+    run_case(c);
+  }
+  // Unmapped block-table entries on history pages (both kernels: E4M3 q and BF16 q).
+  for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4})
+    for (DType qd : kQTypes) {
+      Case c = decode_case({3000, 129, 9000, 700, 0}, 8, 4, f, qd);
+      c.unmapped = true;
+      c.seed = seed++;
+      run_case(c);
+    }
+  // 400 requests (the page prefix's per-thread runs exceed one request) and one long
+  // request split over many warps.
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 400; ++i) lens.push_back(1 + (i * 7919) % 6000);
+    lens.push_back(900000);
+    Case c = decode_case(lens, 1, 4, KvFormat::fp8, DType::e4m3);
     c.seed = seed++;
     run_case(c);
   }

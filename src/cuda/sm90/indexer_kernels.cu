@@ -557,6 +557,9 @@ template <int NT>
 constexpr int dec_ctas_per_sm() { return NT >= 8 ? 1 : FLASHMSA_DEC_CTAS_PER_SM; }
 // Requests a decode_score_kernel launch handles (its page prefix lives in shared memory).
 constexpr int kDecMaxBatch = 4096;
+static_assert(FLASHMSA_DEC_WARPS * FLASHMSA_DEC_STAGES * FLASHMSA_DEC_UNIT_TOKENS * 128 + 4 * (kDecMaxBatch + 1) +
+                      1024 <= 227 * 1024,
+              "decode scoring ring + page prefix must fit the 227 KB of shared memory per CTA");
 constexpr int kDecStages = FLASHMSA_DEC_STAGES;
 constexpr int kUnitTok = FLASHMSA_DEC_UNIT_TOKENS;  // tokens per copy unit: a page, a half or a quarter
 constexpr int kUnitsPerPage = kPage / kUnitTok;
@@ -565,6 +568,7 @@ template <bool kNv>
 constexpr int dec_slot_bytes() { return kNv ? kUnitTok * 72 : kUnitTok * 128; }
 template <int NT, bool kNv>
 constexpr int dec_smem_bytes() { return dec_warps<NT>() * kDecStages * dec_slot_bytes<kNv>(); }
+static_assert(kDecStages >= 2, "the decode ring keeps one unit in flight at least");
 
 __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(g::smem_addr(smem)), "l"(gmem) : "memory");
@@ -1120,6 +1124,7 @@ cudaError_t launch_decode_scores(const IndexerParams& p, float* ws, long long ws
 bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
   if (!decode || !p.q_e4m3 || p.k_format == 0 || mode != Fp8Qk::kExact) return false;
   if (static_cast<long long>(p.queries_per_request) * p.heads > 64 || p.batch > kDecMaxBatch) return false;
+  if (static_cast<long long>(p.batch) * p.bt_width >= (1LL << 31)) return false;  // int page prefix
   auto al = [](std::uintptr_t v, unsigned a) { return v % a == 0; };
   bool ok = al(reinterpret_cast<std::uintptr_t>(p.q), 16) && al(static_cast<std::uintptr_t>(p.q_stride[0]), 16) &&
             al(static_cast<std::uintptr_t>(p.q_stride[1]), 16) && al(reinterpret_cast<std::uintptr_t>(p.k_data), 16) &&

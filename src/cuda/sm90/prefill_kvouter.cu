@@ -24,14 +24,13 @@ constexpr int kScanThreads = 256;                      // row scans: reduce, the
 constexpr int kScanItems = 16;
 constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
 // Sub-counters per CSR row: the plan's counting and filling atomics of warp w go to
-// sub-counter w % kSub of a row, so a page chosen by many queries is not one hot
+// sub-counter w % nsub of a row, so a page chosen by many queries is not one hot
 // address (the H200 measured 38 + 41 us for plan_count + plan_fill at (16/1, 8192,
 // 32768) with one counter per row). A row's entries stay contiguous in the list, its
-// sub-ranges one after the other.
-#ifndef FLASHMSA_PLAN_SUBCOUNTERS
-#define FLASHMSA_PLAN_SUBCOUNTERS 8
-#endif
-constexpr int kSub = FLASHMSA_PLAN_SUBCOUNTERS;
+// sub-ranges one after the other. nsub = kSub while the two [N, nsub] arrays stay small
+// (N <= kSubMaxRows CSR rows: 16 MB each), else 1.
+constexpr int kSub = 8;
+constexpr std::int64_t kSubMaxRows = 1 << 19;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
@@ -47,9 +46,10 @@ struct __align__(16) UnitDesc {
 
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
-  int* counts = nullptr;            // [N, kSub] entries per row and sub-counter (zeroed, consumed by the fill)
-  int* sched = nullptr;             // = counts + N kSub: the attention kernel's unit counter (zeroed)
-  int* sub_ptr = nullptr;           // [N, kSub] first list position of each sub-range
+  int nsub = 1;                     // sub-counters per CSR row (kSub or 1)
+  int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed, consumed by the fill)
+  int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
+  int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
   int* row_ptr = nullptr;           // [N+1]
   int* unit_ptr = nullptr;          // [N+1] work units before each row
   int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
@@ -78,7 +78,9 @@ std::int64_t unit_capacity(const PrefillParams& p) {
 Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
-  const std::int64_t sizes[10] = {(N * kSub + 1) * 4,
+  w.nsub = N <= kSubMaxRows ? kSub : 1;
+  const std::int64_t S = w.nsub;
+  const std::int64_t sizes[10] = {(N * S + 1) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
@@ -87,7 +89,7 @@ Workspace carve(const PrefillParams& p, void* base) {
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
                                  K * T * p.num_q_heads * 4,
-                                 N * kSub * 4};
+                                 N * S * 4};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
   void* ptrs[10];
@@ -96,7 +98,7 @@ Workspace carve(const PrefillParams& p, void* base) {
     off += align256(sizes[i]);
   }
   w.counts = static_cast<int*>(ptrs[0]);
-  w.sched = w.counts ? w.counts + N * kSub : nullptr;
+  w.sched = w.counts ? w.counts + N * S : nullptr;
   w.row_ptr = static_cast<int*>(ptrs[1]);
   w.unit_ptr = static_cast<int*>(ptrs[2]);
   w.block_sums = static_cast<int2*>(ptrs[3]);
@@ -162,7 +164,7 @@ __device__ __forceinline__ unsigned valid_entries(const PrefillParams& p, int t,
 }
 
 // Sub-counter of the thread's warp (see kSub); the fill uses the same mapping.
-__device__ __forceinline__ int plan_sub(long long i) { return static_cast<int>((i >> 5) % kSub); }
+__device__ __forceinline__ int plan_sub(const Workspace& w, long long i) { return static_cast<int>((i >> 5) % w.nsub); }
 
 // Warp-aggregated counting: lanes whose slot k lands on the same (row, sub-counter) add
 // once, through the lowest such lane. No lane returns early (__match_any_sync).
@@ -182,10 +184,10 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
     w.vmask[i] = mask;
     base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
   }
-  const int sub = plan_sub(i);
+  const int sub = plan_sub(w, i);
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
-    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * kSub + sub : -1;
+    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * w.nsub + sub : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, key);
     if (key >= 0 && lane == __ffs(peers) - 1) atomicAdd(&w.counts[key], __popc(peers));
   }
@@ -203,10 +205,10 @@ __device__ __forceinline__ int units_of(int n, int qpt) {
 // unconditional (row clamped to N - 1) so a thread's rows load together rather than one
 // guarded round trip after another.
 __device__ __forceinline__ int row_count(const Workspace& w, long long r, long long N) {
-  const int* c = w.counts + (r < N ? r : N - 1) * kSub;
+  const int* c = w.counts + (r < N ? r : N - 1) * w.nsub;
   int n = 0;
 #pragma unroll
-  for (int s = 0; s < kSub; ++s) n += c[s];
+  for (int s = 0; s < kSub; ++s) n += s < w.nsub ? c[s] : 0;
   return r < N ? n : 0;
 }
 
@@ -339,12 +341,12 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
 #pragma unroll
     for (int k = 0; k < 16; ++k) e[k] = ((mask >> k) & 1u) ? row[k * p.topk_stride[2]] : 0;  // bits >= K are 0
   }
-  const int sub = plan_sub(i);
+  const int sub = plan_sub(w, i);
   unsigned peers[16];
   int old[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
-    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * kSub + sub : -1;
+    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * w.nsub + sub : -1;
     peers[k] = __match_any_sync(0xffffffffu, key);
     old[k] = 0;
     if (key >= 0 && lane == __ffs(peers[k]) - 1) old[k] = atomicSub(&w.counts[key], __popc(peers[k]));
@@ -355,7 +357,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     const int top = __shfl_sync(0xffffffffu, old[k], __ffs(peers[k]) - 1);  // count before the group
     const int rank = __popc(peers[k] & ((1u << lane) - 1u));
     pos_k[k] = top - 1 - rank;
-    if ((mask >> k) & 1u) pos_k[k] += w.sub_ptr[(base + e[k]) * kSub + sub];
+    if ((mask >> k) & 1u) pos_k[k] += w.sub_ptr[(base + e[k]) * w.nsub + sub];
   }
 #pragma unroll
   for (int k = 0; k < 16; ++k)
@@ -372,11 +374,11 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
   {
     int c[kSub];
 #pragma unroll
-    for (int s = 0; s < kSub; ++s) c[s] = w.counts[r * kSub + s];
+    for (int s = 0; s < kSub; ++s) c[s] = s < w.nsub ? w.counts[r * w.nsub + s] : 0;
     int first = rb;
 #pragma unroll
     for (int s = 0; s < kSub; ++s) {
-      w.sub_ptr[r * kSub + s] = first;
+      if (s < w.nsub) w.sub_ptr[r * w.nsub + s] = first;
       first += c[s];
     }
   }
@@ -879,7 +881,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
   const int qpt = kTileRows / G;
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
-  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N * kSub + 1) * 4, stream);
+  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N * w.nsub + 1) * 4, stream);
   if (err == cudaSuccess) {
     plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
     if (scan_blocks_n <= kSingleScanBlocks) {
