@@ -30,6 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
+from peer_timing import graph_us_per_call
+
 PAGE = 128
 D = 128
 
@@ -200,31 +202,13 @@ def bench(cases, calls, reps, device):
         op = torch.empty(rows, hq, splits, D, dtype=torch.float32, device=device)
         lp = torch.empty(rows, hq, splits, dtype=torch.float32, device=device)
         out = torch.empty(rows, hq, D, dtype=torch.bfloat16, device=device)
-        for s in range(min(sets, 3)):  # compile and warm up
-            sparse_decode(q, k, v, *meta[s], qpr, splits, op, lp, out)
-        torch.cuda.synchronize()
-        stream = torch.cuda.Stream()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for c in range(calls):
-                sparse_decode(q, k, v, *meta[c % sets], qpr, splits, op, lp, out)
-        for _ in range(3):
-            graph.replay()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            graph.replay()
-            e1.record()
-            torch.cuda.synchronize()
-            times.append(e0.elapsed_time(e1) * 1000 / calls)
-        us = sorted(times)[len(times) // 2]
+        us = graph_us_per_call(lambda c: sparse_decode(q, k, v, *meta[c % sets], qpr, splits, op, lp, out), calls,
+                               reps)
         mb = set_bytes / 2 ** 20
         tbs = set_bytes / (us * 1e-6) / 1e12
         print(f"{name},{hq},{hkv},{batch},{qpr},{splits},{us:.3f},{mb:.3f},{tbs:.4f},{tbs / 4.2:.4f}")
         sys.stdout.flush()
-        del k, v, meta, graph
+        del k, v, meta
 
 
 def main():
