@@ -523,19 +523,24 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
 // with mma.sync m16n8k16, F16 operands and FP32 accumulation (every E4M3 value and every
 // E4M3_sat(e2m1 x block scale) is exact in F16, so the products are exact, as in the
 // HGMMA path of score_kernel).
-//  - One warp owns one page at a time. Its raw bytes stream by cp.async into the warp's
-//    own ring of kDecStages slots, and the page max over 128 tokens is a register and
-//    shuffle reduction, so the loop has no CTA barrier: each warp runs its own pipeline.
+//  - One warp owns one page at a time. Its raw bytes stream by cp.async, in units of
+//    kUnitTok tokens, into the warp's own ring of kDecStages slots; the page max over
+//    128 tokens is a register and shuffle reduction carried across the page's units, so
+//    the loop has no CTA barrier: each warp runs its own pipeline.
 //  - A fragments are converted from the raw slot straight into registers (no converted
 //    tile). The dot product's dims are permuted, identically in A and B: in k-step s,
 //    the thread of quad index q = lane % 4 holds dims 32q + 4s + {0,1} (fragment k
 //    2q + {0,1}) and 32q + 4s + {2,3} (k 8 + 2q + {0,1}), so each thread reads 32
-//    contiguous dims of a token. The Q fragments (B) stay in registers for the CTA.
+//    contiguous dims of a token. The Q fragments (B) stay in registers until the warp
+//    crosses into another request.
 //  - Raw E4M3 slot: token t at t * 128, its 16-byte chunk c at (c ^ (t & 1)) * 16 (the
-//    two rows a quarter-warp reads hit different banks). NVFP4 slot: codes [128][64]
-//    then block scales [128][8].
-// Block-table entries are read 32 pages at a time (one per lane, shuffled out), so the
-// copies never wait on a dependent block-table load per page.
+//    two rows a quarter-warp reads hit different banks). NVFP4 slot: codes
+//    [kUnitTok][64] then block scales [kUnitTok][8].
+//  - Block-table entries are read 32 pages at a time (one per lane, shuffled out), so
+//    the copies never wait on a dependent block-table load per page.
+// Tile choices measured on the H200 (decode suites, E4M3, Q 8 x 4 heads): 12 warps x 4
+// stages x 32-token units, one CTA per SM, beat 4 / 6 / 8 / 10 warps, 2-3 stages, 64- and
+// 128-token units and two CTAs per SM (16 or 14 warps spill at 128 registers).
 #ifndef FLASHMSA_DEC_WARPS  // tile choices (benchmark variants may override them)
 #define FLASHMSA_DEC_WARPS 12
 #endif

@@ -16,10 +16,16 @@
 //     are NaN, as the CPU backend), times the NVFP4 global scale, for the rows whose
 //     local page is beyond it. Sums are tensor-core FP32 sums: not bit-identical to the
 //     CPU's sequential sums (policy D8: 2e-4 relative), deterministic run to run.
+//     Decode with an E4M3 index q over an E4M3 / NVFP4 index-K cache, scored exactly,
+//     with at most 64 score rows per request (and 16-byte aligned views, batch <= 4096)
+//     uses decode_score_kernel instead: the page as the M side of mma.sync m16n8k16
+//     (F16 operands, exact), one page per warp streamed through a per-warp cp.async
+//     ring with the A fragments converted in registers, one wave of CTAs balanced by
+//     pages across requests (see the kernel's comment and docs/architecture.md).
 //  3. top-k: one CTA per (row, head) (one warp per 1,024 pages, up to 8 warps), 32
-//     candidates per thread, exact D1/D2 selection by a tournament on the order-
-//     preserving score key (K-1 rounds whatever the scores: cost independent of ties),
-//     and page_scores output.
+//     candidates per thread in four groups of eight, exact D1/D2 selection by a
+//     tournament on the order-preserving score key (K-1 rounds whatever the scores:
+//     cost independent of ties), and page_scores output.
 // The workspace (f32 [T, H, round_up(W, 8)] + the tile map) is allocated with
 // cudaMallocAsync from the shapes (T, H, block-table width W, B), never from lengths.
 //
