@@ -38,6 +38,7 @@ struct Row {
   int hq, hkv, batch, q;
   double us, tbs, frac, distinct_mb;
   int splits;
+  std::string kernel;  // SparseDecodePlan::kernel()
 };
 
 template <class T>
@@ -224,9 +225,10 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
   row.tbs = distinct_bytes / (us * 1e-6) / 1e12;
   row.frac = row.tbs / kCopyPeakTBs;
   row.splits = plan.num_splits();
+  row.kernel = plan.kernel();
   rows->push_back(row);
-  std::printf("%-12s %-16s %-6s %2d/%d  B=%-3d Q=%d  splits=%d  %9.2f us  %7.1f MB  %6.3f TB/s  %5.1f%%\n",
-              suite.c_str(), wc.id.c_str(), row.format.c_str(), hq, hkv, B, Q, row.splits, us,
+  std::printf("%-12s %-16s %-6s %2d/%d  B=%-3d Q=%d  %-8s splits=%d  %9.2f us  %7.1f MB  %6.3f TB/s  %5.1f%%\n",
+              suite.c_str(), wc.id.c_str(), row.format.c_str(), hq, hkv, B, Q, row.kernel.c_str(), row.splits, us,
               row.distinct_mb, row.tbs, 100 * row.frac);
   std::fflush(stdout);
   cudaGraphExecDestroy(exec);
@@ -276,10 +278,11 @@ int main(int argc, char** argv) {
   if (!csv.empty()) {
     FILE* fp = std::fopen(csv.c_str(), "w");
     if (fp) {
-      std::fprintf(fp, "suite,case,format,hq,hkv,batch,q,splits,us,distinct_mb,tb_s,frac_of_4.2\n");
+      std::fprintf(fp, "suite,case,format,hq,hkv,batch,q,splits,us,distinct_mb,tb_s,frac_of_4.2,kernel\n");
       for (auto& r : rows)
-        std::fprintf(fp, "%s,%s,%s,%d,%d,%d,%d,%d,%.3f,%.3f,%.4f,%.4f\n", r.suite.c_str(), r.name.c_str(),
-                     r.format.c_str(), r.hq, r.hkv, r.batch, r.q, r.splits, r.us, r.distinct_mb, r.tbs, r.frac);
+        std::fprintf(fp, "%s,%s,%s,%d,%d,%d,%d,%d,%.3f,%.3f,%.4f,%.4f,%s\n", r.suite.c_str(), r.name.c_str(),
+                     r.format.c_str(), r.hq, r.hkv, r.batch, r.q, r.splits, r.us, r.distinct_mb, r.tbs, r.frac,
+                     r.kernel.c_str());
       std::fclose(fp);
     }
   }

@@ -133,6 +133,10 @@ class SparseDecodePlan {
   }
   /// CUDA: KV splits per (query row, KV head) chosen by plan() (1 on the CPU).
   int num_splits() const { return num_splits_; }
+  /// CUDA: the decode kernel plan() chose: "warp_mma" (small batches: one CTA per query
+  /// row, KV head and split) or "tile" (wgmma over tiles of up to 128 query rows x heads);
+  /// "cpu" on the CPU.
+  const char* kernel() const { return kernel_; }
 
  private:
   Status plan_cuda();
@@ -144,6 +148,9 @@ class SparseDecodePlan {
   int num_threads_ = 1;
   std::vector<float> workspace_;  // CPU: per-thread logit / probability scratch
   int num_splits_ = 1;                      // CUDA: split-KV factor
+  int queries_per_cta_ = 1;                 // CUDA: query rows per CTA of the kernel
+  bool cluster_merge_ = false;              // CUDA, warp_mma: splits merge in a cluster
+  const char* kernel_ = "cpu";              // CUDA: "warp_mma" or "tile"
   void* device_workspace_ = nullptr;        // CUDA: split partials (O, LSE), owned
   std::size_t device_workspace_bytes_ = 0;
 };

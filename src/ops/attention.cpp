@@ -312,6 +312,9 @@ Status SparseDecodePlan::plan(const DecodePlanArgs& a) {
   release();
   workspace_.clear();
   num_splits_ = 1;
+  queries_per_cta_ = 1;
+  cluster_merge_ = false;
+  kernel_ = "cpu";
   FLASHMSA_RETURN_IF_ERROR(can_implement(a));
   args_ = a;
   if (a.device == Device::cuda) {

@@ -29,6 +29,9 @@ SparseDecodePlan& SparseDecodePlan::operator=(SparseDecodePlan&& o) noexcept {
     num_threads_ = o.num_threads_;
     workspace_ = std::move(o.workspace_);
     num_splits_ = o.num_splits_;
+    queries_per_cta_ = o.queries_per_cta_;
+    cluster_merge_ = o.cluster_merge_;
+    kernel_ = o.kernel_;
     device_workspace_ = o.device_workspace_;
     device_workspace_bytes_ = o.device_workspace_bytes_;
     o.planned_ = false;
@@ -90,12 +93,23 @@ Status SparseDecodePlan::plan_cuda() {
     return Status(StatusCode::kInvalidArgument,
                   std::string("flashmsa::") + op + ": no usable CUDA device: " + cuda::error_string(err));
   const int rows = args_.batch_size * args_.queries_per_request;
-  const int per_cta = cuda::queries_per_cta(false, args_.queries_per_request,
-                                            args_.num_q_heads / args_.num_kv_heads);
-  num_splits_ = cuda::choose_num_splits(rows, per_cta, args_.num_kv_heads, sms);
+  const cuda::DecodeSchedule sched = cuda::choose_decode_schedule(
+      args_.batch_size, args_.queries_per_request, args_.num_q_heads, args_.num_kv_heads, sms);
+  const int per_cta = sched.queries_per_cta;
+  queries_per_cta_ = per_cta;
+  kernel_ = sched.warp_mma ? "warp_mma" : "tile";
+  num_splits_ = sched.num_splits;
   if (const int forced = forced_decode_splits()) num_splits_ = forced;
+  // Warp-MMA splits merge inside a thread-block cluster (no workspace) when every cluster
+  // of a launch fits on the GPU at once; FLASHMSA_DECODE_MERGE=combine (read at every
+  // plan) sends them to the combine kernel instead.
+  const char* merge_env = std::getenv("FLASHMSA_DECODE_MERGE");
+  const bool force_combine = merge_env != nullptr && std::strcmp(merge_env, "combine") == 0;
+  cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
+                   static_cast<long long>(rows) * args_.num_kv_heads <=
+                       cuda::warp_mma_cluster_capacity(static_cast<int>(args_.kv_format), num_splits_);
   const std::int64_t floats =
-      cuda::decode_workspace_floats(rows, args_.num_q_heads, args_.num_kv_heads, per_cta, num_splits_);
+      cluster_merge_ ? 0 : cuda::decode_workspace_floats(rows, args_.num_q_heads, args_.num_kv_heads, per_cta, num_splits_);
   if (floats > 0) {
     device_workspace_bytes_ = static_cast<std::size_t>(floats) * sizeof(float);
     if (int err = cuda::device_malloc(&device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
@@ -179,14 +193,21 @@ Status launch(const char* op, const cuda::DecodeParams& p, KvFormat format, DTyp
 Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
   cuda::DecodeParams p = params_from(a);
   p.queries_per_request = args_.queries_per_request;
-  p.queries_per_cta = cuda::queries_per_cta(false, args_.queries_per_request,
-                                            args_.num_q_heads / args_.num_kv_heads);
+  p.queries_per_cta = queries_per_cta_;
   p.num_splits = num_splits_;
-  if (num_splits_ > 1) {  // workspace layout: decode_attention.h, DecodeParams::o_partial
+  p.cluster_merge = cluster_merge_;
+  if (num_splits_ > 1 && !cluster_merge_) {  // workspace layout: decode_attention.h, DecodeParams::o_partial
     const std::int64_t slots = static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_;
     p.o_partial = static_cast<float*>(device_workspace_);
     p.lse_partial = p.o_partial + slots * 128;
     p.split_counters = reinterpret_cast<int*>(p.lse_partial + slots);
+  }
+  if (std::strcmp(kernel_, "warp_mma") == 0) {
+    const int err = cuda::launch_sparse_attention_warp_mma(p, static_cast<int>(a.kv.format),
+                                                           a.q.dtype == DType::e4m3, a.stream);
+    if (err != 0)
+      return Status::Internal("SparseDecodePlan::run", std::string("kernel launch failed: ") + cuda::error_string(err));
+    return Status::Ok();
   }
   return launch("SparseDecodePlan::run", p, a.kv.format, a.q.dtype, a.stream);
 }

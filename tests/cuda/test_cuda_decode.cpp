@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +32,7 @@ struct Case {
   std::vector<std::int32_t> seq_lens;  // size batch
   int pages_per_req = 0;               // capacity; 0 = derived
   bool messy_topk = false;             // -1, duplicates, out-of-range entries
+  int topk = kMaxTopk;                 // top-k width K (columns of topk_indices)
   std::uint64_t seed = 1;
 };
 
@@ -41,25 +45,26 @@ struct Inputs {
 
 void make_topk(const Case& c, Inputs& in, Rng& rng) {
   const int rows = c.batch * c.q_per_req;
-  in.topk.reset(DType::i32, {rows, c.hkv, kMaxTopk});
+  const int K = c.topk;
+  in.topk.reset(DType::i32, {rows, c.hkv, K});
   auto* t = in.topk.data<std::int32_t>();
   for (int row = 0; row < rows; ++row) {
     const int b = row / c.q_per_req;
     const long pos = static_cast<long>(in.seq_lens.data<std::int32_t>()[b]) - c.q_per_req + row % c.q_per_req;
     for (int g = 0; g < c.hkv; ++g) {
-      std::int32_t* e = t + (row * c.hkv + g) * kMaxTopk;
-      for (int k = 0; k < kMaxTopk; ++k) e[k] = -1;
+      std::int32_t* e = t + (row * c.hkv + g) * K;
+      for (int k = 0; k < K; ++k) e[k] = -1;
       if (pos < 0) continue;
       const int local = static_cast<int>(pos / kPageSize);
       std::vector<std::int32_t> hist(static_cast<std::size_t>(local));
       for (int i = 0; i < local; ++i) hist[static_cast<std::size_t>(i)] = i;
       std::shuffle(hist.begin(), hist.end(), rng);
-      const int n_hist = std::min(local, kMaxTopk - 1);
+      const int n_hist = std::min(local, K - 1);
       for (int k = 0; k < n_hist; ++k) e[k] = hist[static_cast<std::size_t>(k)];
       e[n_hist] = local;
       if (c.messy_topk) {
         // D1: these must all be ignored / counted once.
-        if (n_hist + 1 < kMaxTopk) e[n_hist + 1] = local + 1;      // beyond the local page
+        if (n_hist + 1 < K) e[n_hist + 1] = local + 1;             // beyond the local page
         if (n_hist >= 2) e[1] = e[0];                              // duplicate
         if (n_hist >= 3) e[2] = -7;                                // negative
         if (n_hist >= 4) e[3] = 1 << 20;                           // far out of range
@@ -157,7 +162,7 @@ DecodePlanArgs plan_args(const Case& c, const Inputs& in, Device device) {
   a.num_q_heads = c.hq;
   a.num_kv_heads = c.hkv;
   a.max_pages_per_request = in.pages_per_req;
-  a.topk = kMaxTopk;
+  a.topk = c.topk;
   a.kv_format = c.format;
   a.q_dtype = c.format == KvFormat::bf16 ? DType::bf16 : DType::e4m3;
   a.device = device;
@@ -235,18 +240,50 @@ std::string name_of(const Case& c) {
          std::to_string(c.hq) + "/" + std::to_string(c.hkv);
 }
 
+/// Sets an environment variable for its scope and restores the previous value on exit.
+/// The decode plan reads FLASHMSA_DECODE_KERNEL (kernel choice) and FLASHMSA_DECODE_MERGE
+/// (combine kernel instead of the cluster merge) at every plan().
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* prev = std::getenv(name);
+    had_ = prev != nullptr;
+    if (had_) prev_ = prev;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, prev_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string prev_;
+};
+/// Forces the decode kernel ("tile" or "warp_mma") of the plans made in its scope.
+struct ScopedDecodeKernel : ScopedEnv {
+  explicit ScopedDecodeKernel(const char* kernel) : ScopedEnv("FLASHMSA_DECODE_KERNEL", kernel) {}
+};
+/// Both decode kernels: every correctness shape runs on each.
+const char* const kKernels[] = {"tile", "warp_mma"};
+
 void check_case(const Case& c) {
   const Inputs in = make_inputs(c);
   const Result cpu = run_cpu(c, in);
-  const Result gpu = run_gpu(c, in);
-  expect_close(gpu, cpu, c.format != KvFormat::bf16, name_of(c));
+  for (const char* kernel : kKernels) {
+    ScopedDecodeKernel force(kernel);
+    const Result gpu = run_gpu(c, in);
+    expect_close(gpu, cpu, c.format != KvFormat::bf16, name_of(c) + " kernel " + kernel);
+  }
 }
 
 const std::vector<std::int32_t> kMixedLens = {0, 1, 127, 128, 129, 1000, 2048, 4100, 9000};
 
 TEST(CudaDecode, FormatsAndHeadSplits) {
   REQUIRE_GPU();
-  const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}, {8, 8}};
+  const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}, {8, 8}, {8, 4}, {16, 4}};  // G 16, 8, 1, 2, 4
   std::uint64_t seed = 11;
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
     for (auto& h : heads) {
@@ -311,6 +348,23 @@ TEST(CudaDecode, QueriesPerRequest) {
   }
 }
 
+TEST(CudaDecode, NarrowTopk) {
+  REQUIRE_GPU();
+  // Top-k widths below 16 (K = 1: the local page only; 5; 8), both kernels (check_case).
+  std::uint64_t seed = 300;
+  for (int k : {1, 5, 8})
+    for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
+      Case c;
+      c.format = f;
+      c.topk = k;
+      c.batch = 3;
+      c.q_per_req = 2;
+      c.seq_lens = {129, 2000, 9000};
+      c.seed = seed++;
+      check_case(c);
+    }
+}
+
 TEST(CudaDecode, MessyTopkEntriesAreIgnored) {
   REQUIRE_GPU();
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
@@ -332,15 +386,19 @@ TEST(CudaDecode, PaddingRowsAreExactZeros) {
   c.seq_lens = {0, 5, 1000};  // request 0 padding; request 1 has rows with p < 0
   c.pages_per_req = 8;
   const Inputs in = make_inputs(c);
-  const Result gpu = run_gpu(c, in);
-  for (int row = 0; row < 8 + 3; ++row)
-    for (int h = 0; h < c.hq; ++h) {
-      const float l = gpu.lse.data<float>()[row * c.hq + h];
-      ASSERT_TRUE(std::isinf(l) && l < 0) << "row " << row;
-      for (int d = 0; d < kHeadDim; ++d)
-        ASSERT_EQ(gpu.out.data<std::uint16_t>()[(row * c.hq + h) * kHeadDim + d], 0) << "row " << row;
-    }
-  expect_close(gpu, run_cpu(c, in), false, "padding");
+  for (const char* kernel : kKernels) {
+    ScopedDecodeKernel force(kernel);
+    SCOPED_TRACE(kernel);
+    const Result gpu = run_gpu(c, in);
+    for (int row = 0; row < 8 + 3; ++row)
+      for (int h = 0; h < c.hq; ++h) {
+        const float l = gpu.lse.data<float>()[row * c.hq + h];
+        ASSERT_TRUE(std::isinf(l) && l < 0) << "row " << row;
+        for (int d = 0; d < kHeadDim; ++d)
+          ASSERT_EQ(gpu.out.data<std::uint16_t>()[(row * c.hq + h) * kHeadDim + d], 0) << "row " << row;
+      }
+    expect_close(gpu, run_cpu(c, in), false, std::string("padding, kernel ") + kernel);
+  }
 }
 
 TEST(CudaDecode, BitwiseDeterministic) {
@@ -351,67 +409,74 @@ TEST(CudaDecode, BitwiseDeterministic) {
   c.q_per_req = 8;
   c.seq_lens = {1000, 20000, 60000, 128, 7777};
   const Inputs in = make_inputs(c);
-  const Result a = run_gpu(c, in), b = run_gpu(c, in);
-  EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0);
-  EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0);
+  for (const char* kernel : kKernels) {
+    ScopedDecodeKernel force(kernel);
+    const Result a = run_gpu(c, in), b = run_gpu(c, in);
+    EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0) << kernel;
+    EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0) << kernel;
+  }
 }
 
 TEST(CudaDecode, GraphReplayAfterUpdatingMetadata) {
   REQUIRE_GPU();
-  Case c;
-  c.format = KvFormat::bf16;
-  c.batch = 4;
-  c.q_per_req = 4;
-  c.seq_lens = {500, 3000, 9000, 16000};
-  c.pages_per_req = 160;
-  Inputs in = make_inputs(c);
-  const int rows = c.batch * c.q_per_req;
-  Result gpu;
-  gpu.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
-  gpu.lse.reset(DType::f32, {rows, c.hq});
-  DeviceInputs d(in);
-  DeviceTensor out(gpu.out), lse(gpu.lse);
-  SparseDecodePlan plan;
-  ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  DecodeRunArgs args = device_run_args(c, in, d, out, lse);
-  args.stream = stream;
-  ASSERT_TRUE(plan.run(args).ok());  // warm-up outside capture
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  Status s = plan.run(args);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(s.ok()) << s.message();
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int step = 0; step < 3; ++step) {
-    // New lengths (same capacity) and a new top-k, updated in place.
-    Case c2 = c;
-    c2.seed = 1000 + static_cast<std::uint64_t>(step);
-    c2.seq_lens = {600 + 700 * step, 2000 + 5000 * step, 128 * (step + 1), 20000 - 1000 * step};
-    Inputs in2 = make_inputs(c2);
-    // Keep the caches and block table of the captured inputs; only metadata changes.
-    for (int b = 0; b < c.batch; ++b) in.seq_lens.data<std::int32_t>()[b] = c2.seq_lens[static_cast<std::size_t>(b)];
-    Rng rng(77 + static_cast<std::uint64_t>(step));
-    make_topk(c2, in, rng);
-    // New logical -> physical mapping over the same pages (block_table updated in place).
-    std::shuffle(in.block_table.data<std::int32_t>(),
-                 in.block_table.data<std::int32_t>() + in.block_table.numel(), rng);
-    d.seq_lens.upload(in.seq_lens);
-    d.topk.upload(in.topk);
-    d.block_table.upload(in.block_table);
-    out.poison();
-    lse.poison();
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    out.download(gpu.out);
-    lse.download(gpu.lse);
-    expect_close(gpu, run_cpu(c, in), false, "graph replay step " + std::to_string(step));
+  for (const char* kernel : kKernels) {
+    ScopedDecodeKernel force(kernel);
+    SCOPED_TRACE(kernel);
+    Case c;
+    c.format = KvFormat::bf16;
+    c.batch = 4;
+    c.q_per_req = 4;
+    c.seq_lens = {500, 3000, 9000, 16000};
+    c.pages_per_req = 160;
+    Inputs in = make_inputs(c);
+    const int rows = c.batch * c.q_per_req;
+    Result gpu;
+    gpu.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
+    gpu.lse.reset(DType::f32, {rows, c.hq});
+    DeviceInputs d(in);
+    DeviceTensor out(gpu.out), lse(gpu.lse);
+    SparseDecodePlan plan;
+    ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    DecodeRunArgs args = device_run_args(c, in, d, out, lse);
+    args.stream = stream;
+    ASSERT_TRUE(plan.run(args).ok());  // warm-up outside capture
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    Status s = plan.run(args);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int step = 0; step < 3; ++step) {
+      // New lengths (same capacity) and a new top-k, updated in place.
+      Case c2 = c;
+      c2.seed = 1000 + static_cast<std::uint64_t>(step);
+      c2.seq_lens = {600 + 700 * step, 2000 + 5000 * step, 128 * (step + 1), 20000 - 1000 * step};
+      Inputs in2 = make_inputs(c2);
+      // Keep the caches and block table of the captured inputs; only metadata changes.
+      for (int b = 0; b < c.batch; ++b) in.seq_lens.data<std::int32_t>()[b] = c2.seq_lens[static_cast<std::size_t>(b)];
+      Rng rng(77 + static_cast<std::uint64_t>(step));
+      make_topk(c2, in, rng);
+      // New logical -> physical mapping over the same pages (block_table updated in place).
+      std::shuffle(in.block_table.data<std::int32_t>(),
+                   in.block_table.data<std::int32_t>() + in.block_table.numel(), rng);
+      d.seq_lens.upload(in.seq_lens);
+      d.topk.upload(in.topk);
+      d.block_table.upload(in.block_table);
+      out.poison();
+      lse.poison();
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      out.download(gpu.out);
+      lse.download(gpu.lse);
+      expect_close(gpu, run_cpu(c, in), false, "graph replay step " + std::to_string(step));
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 int device_sms() {
@@ -439,11 +504,43 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
   EXPECT_EQ(choose_num_splits(256, 8, 4, 132), 2);   // b32 Q8
   EXPECT_EQ(choose_num_splits(1024, 8, 4, 132), 1);  // b128 Q8
   EXPECT_EQ(choose_num_splits(1, 1, 1, 8), 8);       // few SMs: 16 x 1 > 8
+  // Kernel choice: warp-MMA while query rows x KV heads x 4 <= SMs, with the largest
+  // split count <= 16 that fits one wave and splits a 16-page row evenly.
+  struct Want {
+    int batch, q, hq, hkv;
+    bool warp_mma;
+    int per_cta, splits;
+  };
+  for (const Want w : {Want{1, 1, 64, 4, true, 1, 16},   // 4 row CTAs: 16 splits
+                       Want{2, 1, 64, 4, true, 1, 16},   // 8: 16
+                       Want{3, 1, 64, 4, true, 1, 8},    // 12: 11 fit -> 2 pages each -> 8
+                       Want{4, 1, 64, 4, true, 1, 8},    // 16: 8
+                       Want{1, 8, 64, 4, true, 1, 4},    // 32: 4
+                       Want{4, 8, 16, 1, true, 1, 4},    // 32: 4
+                       Want{8, 1, 16, 1, true, 1, 16},   // 8: 16
+                       Want{33, 1, 64, 4, false, 1, 1},  // 132 row CTAs: tile, 132 CTAs
+                       Want{4, 8, 64, 4, false, 8, 8},   // 128 row CTAs: tile, 16 CTAs
+                       Want{32, 8, 64, 4, false, 8, 2}}) {
+    const cuda::DecodeSchedule s = cuda::choose_decode_schedule(w.batch, w.q, w.hq, w.hkv, 132);
+    EXPECT_EQ(s.warp_mma, w.warp_mma) << w.batch << "x" << w.q;
+    EXPECT_EQ(s.queries_per_cta, w.per_cta) << w.batch << "x" << w.q;
+    EXPECT_EQ(s.num_splits, w.splits) << w.batch << "x" << w.q;
+  }
   // o_partial + lse_partial (129 words per (row, head, split)) + one counter per
   // (query block, KV head); nothing for one split.
   EXPECT_EQ(cuda::decode_workspace_floats(1, 64, 4, 1, 16), 64 * 16 * 129 + 4);
   EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 4, 8, 2), 24 * 64 * 2 * 129 + 3 * 4);
   EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 4, 8, 1), 0);
+}
+
+TEST(CudaDecode, WarpMmaClusterCapacity) {
+  REQUIRE_GPU();
+  // Informational (the launch falls back to the combine kernel when clusters do not fit):
+  // how many split clusters this GPU holds at once.
+  for (int f = 0; f < 3; ++f)
+    for (int s : {2, 4, 8, 16})
+      std::printf("cluster capacity: format %d, %2d splits: %d clusters\n", f, s, cuda::warp_mma_cluster_capacity(f, s));
+  EXPECT_GE(cuda::warp_mma_cluster_capacity(0, 2), 1);  // portable sizes always fit one
 }
 
 TEST(CudaDecode, SixteenSplitsSmallBatches) {
@@ -461,6 +558,7 @@ TEST(CudaDecode, SixteenSplitsSmallBatches) {
   const Shape shapes[] = {{1, 1, 64, 4, {4096}},    {2, 1, 64, 4, {4096, 300}}, {1, 1, 16, 1, {20000}},
                           {2, 4, 64, 4, {0, 9000}}, {1, 8, 64, 4, {4100}},      {1, 1, 8, 8, {130}}};
   const bool expect16 = device_sms() >= 8 * 16;
+  ScopedDecodeKernel force("tile");  // the wgmma tile kernel's 16-split paths
   std::uint64_t seed = 500;
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
     for (const Shape& sh : shapes) {
@@ -476,7 +574,12 @@ TEST(CudaDecode, SixteenSplitsSmallBatches) {
       SparseDecodePlan plan;
       ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
       if (expect16) EXPECT_EQ(plan.num_splits(), 16) << name_of(c);
-      expect_close(run_gpu(c, in), run_cpu(c, in), f != KvFormat::bf16, name_of(c) + " (16 splits)");
+      const Result cpu = run_cpu(c, in);
+      expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (16 splits)");
+      ScopedDecodeKernel warp("warp_mma");  // the same shapes on the warp-MMA kernel
+      expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (warp-MMA kernel)");
+      ScopedEnv combine("FLASHMSA_DECODE_MERGE", "combine");  // ... with its other split merge
+      expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (warp-MMA kernel, combine kernel)");
     }
   }
 }
@@ -490,11 +593,17 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
   // poisoned output stays), and every launch must give the same bits whichever CTA of a
   // (query block, KV head) arrives last (D9). Then new lengths and top-k, updated in
   // place: the replays match the CPU.
+  // The automatic choice runs b1 Q1 on the warp-MMA kernel (16 splits, combine kernel)
+  // and b32 Q4 on the tile kernel; b1 Q1 also runs forced onto the tile kernel.
   struct Shape {
     int batch, q, splits;
+    const char* kernel;  // nullptr: the plan's own choice
   };
-  for (const Shape sh : {Shape{1, 1, 16}, Shape{32, 4, 2}})
+  for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{32, 4, 2, nullptr}})
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
+    std::unique_ptr<ScopedDecodeKernel> force;
+    if (sh.kernel != nullptr) force = std::make_unique<ScopedDecodeKernel>(sh.kernel);
+    SCOPED_TRACE(sh.kernel != nullptr ? sh.kernel : "auto");
     Case c;
     c.format = f;
     c.batch = sh.batch;
@@ -518,6 +627,8 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
     // any GPU with >= 64 SMs, 2 for the 128 CTAs of b32 on 129..256 SMs (the H200: 132).
     const int sms = device_sms();
     if (sh.batch == 1 ? sms >= 64 : (sms > 128 && sms <= 256)) EXPECT_EQ(plan.num_splits(), sh.splits);
+    if (sh.kernel == nullptr && sms >= 64 && sms <= 256)
+      EXPECT_STREQ(plan.kernel(), sh.batch == 1 ? "warp_mma" : "tile");
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     DecodeRunArgs args = device_run_args(c, in, d, out, lse);

@@ -5,6 +5,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,9 @@ constexpr int kFoldMaxRowSplits = 256;
 // folded and 14.9 us with the combine kernel, while b32 Q8 10K (2 splits) gained with
 // the fold (130 vs 135 us, BF16).
 constexpr int kFoldMaxSplits = 4;
+// choose_decode_schedule: the warp-MMA kernel when its one-row CTAs leave room for at
+// least this many splits in one wave (<= 4 pages of a top-16 row per CTA).
+constexpr int kWarpMmaMinSplits = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
@@ -581,9 +585,7 @@ cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
   cudaError_t err = sm90::launch_pdl(sparse_attention_kernel<FMT, QK16, ROWS>, grid, dim3(L::kThreads), smem, stream,
                                      true, p, fold);
   if (err != cudaSuccess || p.num_splits == 1 || fold) return err;
-  const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
-  return sm90::launch_pdl(sparse_attention_combine, dim3(static_cast<unsigned>((pairs + kCombinePairs - 1) / kCombinePairs)),
-                          dim3(128), 0, stream, true, p);
+  return static_cast<cudaError_t>(launch_split_combine(p, stream));
 }
 
 template <int FMT, bool QK16>
@@ -593,6 +595,12 @@ cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int launch_split_combine(const DecodeParams& p, void* stream) {
+  const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
+  return sm90::launch_pdl(sparse_attention_combine, dim3(static_cast<unsigned>((pairs + kCombinePairs - 1) / kCombinePairs)),
+                          dim3(128), 0, static_cast<cudaStream_t>(stream), true, p);
+}
 
 bool fp8_qk_on_e4m3_mma() {
   static const bool on = [] {
@@ -641,6 +649,43 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
   if (splits < 1) splits = 1;
   if (splits > 8) splits = 8;  // >= 2 pages per split for a full top-16 row
   return static_cast<int>(splits);
+}
+
+namespace {
+// FLASHMSA_DECODE_KERNEL=warp_mma|tile replaces the kernel heuristic of
+// choose_decode_schedule (benchmarks, and the GPU tests that run every shape on both
+// kernels). Read at every plan (host side, outside graph capture); logged once per value.
+// 0: not set, 1: warp_mma, 2: tile.
+int forced_decode_kernel() {
+  static std::atomic<int> logged{0};
+  const char* v = std::getenv("FLASHMSA_DECODE_KERNEL");
+  int r = 0;
+  if (v != nullptr && std::strcmp(v, "warp_mma") == 0) r = 1;
+  if (v != nullptr && std::strcmp(v, "tile") == 0) r = 2;
+  if (r != 0 && logged.exchange(r) != r)
+    std::fprintf(stderr, "flashmsa: FLASHMSA_DECODE_KERNEL=%s: decode plans use that kernel\n", v);
+  return r;
+}
+}  // namespace
+
+DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
+                                      int num_sms) {
+  DecodeSchedule s;
+  const long long rows = static_cast<long long>(batch) * queries_per_request;
+  const long long row_ctas = rows * num_kv_heads;  // warp-MMA kernel CTAs before splitting
+  const int forced = forced_decode_kernel();
+  s.warp_mma = forced == 1 || (forced == 0 && row_ctas * kWarpMmaMinSplits <= num_sms);
+  if (s.warp_mma) {
+    s.queries_per_cta = 1;
+    long long splits = row_ctas > 0 ? num_sms / row_ctas : 1;
+    splits = splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+    const long long per = (kMaxTopkEntries + splits - 1) / splits;  // pages per split of a full row
+    s.num_splits = static_cast<int>((kMaxTopkEntries + per - 1) / per);  // no split left without pages
+  } else {
+    s.queries_per_cta = queries_per_cta(false, queries_per_request, num_q_heads / num_kv_heads);
+    s.num_splits = choose_num_splits(rows, s.queries_per_cta, num_kv_heads, num_sms);
+  }
+  return s;
 }
 
 std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_kv_heads, int queries_per_cta,

@@ -76,6 +76,10 @@ struct DecodeParams {
   // (atomicInc), so every launch and graph replay starts from zero. Launches that share
   // a workspace must not overlap (one plan per stream).
   int num_splits = 1;
+  // Warp-MMA kernel only: merge the splits inside a thread-block cluster of the split
+  // CTAs (distributed shared memory) instead of o_partial / lse_partial and the combine
+  // kernel; the plan sets it when warp_mma_cluster_capacity() holds every cluster at once.
+  bool cluster_merge = false;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
   int* split_counters = nullptr;
@@ -100,6 +104,41 @@ bool fp8_qk_on_e4m3_mma();
 /// (between 9 and 15 splits a 16-page row would still need 2 pages per split, leaving
 /// CTAs idle). 1 when the grid already fills the SMs.
 int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms);
+
+/// Which decode kernel a plan runs, with its tiling (choose_decode_schedule).
+struct DecodeSchedule {
+  bool warp_mma = false;    // launch_sparse_attention_warp_mma, else launch_sparse_attention
+  int queries_per_cta = 1;  // DecodeParams::queries_per_cta (1 for the warp-MMA kernel)
+  int num_splits = 1;       // DecodeParams::num_splits
+};
+
+/// Decode schedule for batch x Q query rows on a GPU with num_sms SMs. The warp-MMA
+/// kernel (one CTA per (query row, KV head, split)) when rows x KV heads x 4 <= SMs, i.e.
+/// small batches where the wgmma tile kernel would leave most of the GPU idle; its split
+/// count is the largest <= 16 that fits one wave, then lowered to ceil(16 / pages per
+/// split) so that no split of a 16-page row is left without pages. Otherwise the tile kernel with
+/// queries_per_cta() and choose_num_splits(). FLASHMSA_DECODE_KERNEL=warp_mma|tile
+/// forces a kernel (benchmark hook, logged once).
+DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
+                                      int num_sms);
+
+/// The warp-MMA decode kernel (decode_warp_mma.cu): decode only (cu_seqlens == nullptr),
+/// queries_per_cta ignored (one query row per CTA), group size <= 16, top-k <= 16. The
+/// split merge runs in a thread-block cluster (p.cluster_merge; no workspace needed) or
+/// in the combine kernel (o_partial / lse_partial as for launch_sparse_attention; the
+/// split counters are not used). Same formats and numerics as launch_sparse_attention;
+/// the two merges order their float operations differently, so their bits differ (each
+/// is deterministic, D9). Returns a cudaError_t value.
+int launch_sparse_attention_warp_mma(const DecodeParams& p, int kv_format, bool q_is_e4m3, void* stream);
+
+/// Clusters of `num_splits` warp-MMA CTAs the current GPU holds at once (0: none). The
+/// warp-MMA kernel merges its splits inside such a cluster (distributed shared memory)
+/// when all rows x KV heads clusters fit at once, else through the combine kernel.
+int warp_mma_cluster_capacity(int kv_format, int num_splits);
+
+/// The split-merge kernel alone (after a launch that wrote o_partial / lse_partial),
+/// as a programmatic dependent launch. Returns a cudaError_t value.
+int launch_split_combine(const DecodeParams& p, void* stream);
 
 /// Workspace 4-byte words for the given shape and split count (0 when splits == 1):
 /// o_partial, lse_partial and the split counters (layout at DecodeParams::o_partial).
