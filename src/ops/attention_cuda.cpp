@@ -105,9 +105,19 @@ Status SparseDecodePlan::plan_cuda() {
   // plan) sends them to the combine kernel instead.
   const char* merge_env = std::getenv("FLASHMSA_DECODE_MERGE");
   const bool force_combine = merge_env != nullptr && std::strcmp(merge_env, "combine") == 0;
+  const int fmt = static_cast<int>(args_.kv_format);
+  const long long clusters = static_cast<long long>(rows) * args_.num_kv_heads;
+  if (sched.warp_mma && num_splits_ == 16 && !force_combine && forced_decode_splits() == 0 &&
+      clusters > cuda::warp_mma_cluster_capacity(fmt, num_splits_) &&
+      clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_ / 2)) {
+    // 8 splits whose clusters all fit beat 16 with the combine kernel (H200, session 13:
+    // b2 Q1 64/4 BF16 10.7 us against 12.6 us, FP8 9.2 against 11.5; b1 Q8 16/1 BF16
+    // 10.3 against 11.8). Halving further (8 -> 4, 4 -> 2) measured slower in most
+    // cases (b1 Q8 64/4 BF16 20.3 us with 2 splits against 15.9 with 4).
+    num_splits_ /= 2;
+  }
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
-                   static_cast<long long>(rows) * args_.num_kv_heads <=
-                       cuda::warp_mma_cluster_capacity(static_cast<int>(args_.kv_format), num_splits_);
+                   clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_);
   const std::int64_t floats =
       cluster_merge_ ? 0 : cuda::decode_workspace_floats(rows, args_.num_q_heads, args_.num_kv_heads, per_cta, num_splits_);
   if (floats > 0) {

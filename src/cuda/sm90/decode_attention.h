@@ -133,7 +133,9 @@ int launch_sparse_attention_warp_mma(const DecodeParams& p, int kv_format, bool 
 
 /// Clusters of `num_splits` warp-MMA CTAs the current GPU holds at once (0: none). The
 /// warp-MMA kernel merges its splits inside such a cluster (distributed shared memory)
-/// when all rows x KV heads clusters fit at once, else through the combine kernel.
+/// when all rows x KV heads clusters fit at once, else through the combine kernel. The
+/// plan lowers 16 splits whose clusters do not fit to 8 when those fit
+/// (SparseDecodePlan::plan_cuda).
 int warp_mma_cluster_capacity(int kv_format, int num_splits);
 
 /// The split-merge kernel alone (after a launch that wrote o_partial / lse_partial),
