@@ -256,8 +256,16 @@ int main(int argc, char** argv) {
     else if (a == "--csv") csv = next();
     else if (a == "--q") q_override = std::stoi(next());
     else if (a == "--cases") only_cases = next();  // comma-separated case ids
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+    else if (a == "--help" || a == "-h") {
+      std::printf(
+          "bench_decode [--suite full|low_latency|all] [--heads 64/4,16/1] [--formats bf16,fp8,nvfp4]\n"
+          "             [--q N (queries per request; case names keep the suite's _q8)] [--cases id,id]\n"
+          "             [--calls 120] [--reps 20] [--csv FILE]\n"
+          "Decode attention per call inside a CUDA graph over rotated inputs (cold L2); needs a GPU.\n"
+          "Hooks: FLASHMSA_DECODE_KERNEL=warp_mma|tile, FLASHMSA_DECODE_SPLITS=N, FLASHMSA_DECODE_MERGE=combine.\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "unknown option %s (try --help)\n", a.c_str());
       return 2;
     }
   }

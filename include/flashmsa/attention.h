@@ -110,9 +110,10 @@ class SparseDecodePlan {
   /// outside D7 or device cuda in a build without CUDA kernels.
   static Status can_implement(const DecodePlanArgs& args);
   /// Validates (can_implement) and sizes the workspace for `args`. On CUDA it chooses
-  /// the split-KV factor from the SM count, allocates the split partials and merge
-  /// counters with cudaMalloc and zeroes them (a synchronising memset: call it outside
-  /// graph capture). Runs of one plan share this workspace: do not overlap them (one plan
+  /// the kernel and the split-KV factor from the SM count and, unless the splits merge
+  /// in a thread-block cluster (warp-MMA kernel; no workspace then), allocates the split
+  /// partials and merge counters with cudaMalloc and zeroes them (a synchronising
+  /// memset: call it outside graph capture). Runs of one plan share this workspace: do not overlap them (one plan
   /// per stream). Errors: those of can_implement, InvalidArgument when no CUDA device is
   /// usable, Internal when the allocation fails.
   Status plan(const DecodePlanArgs& args);
@@ -135,7 +136,7 @@ class SparseDecodePlan {
   int num_splits() const { return num_splits_; }
   /// CUDA: the decode kernel plan() chose: "warp_mma" (small batches: one CTA per query
   /// row, KV head and split) or "tile" (wgmma over tiles of up to 128 query rows x heads);
-  /// "cpu" on the CPU.
+  /// "cpu" for CPU plans, before any plan() and after a failed one.
   const char* kernel() const { return kernel_; }
 
  private:

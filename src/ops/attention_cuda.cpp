@@ -110,10 +110,10 @@ Status SparseDecodePlan::plan_cuda() {
   if (sched.warp_mma && num_splits_ == 16 && !force_combine && forced_decode_splits() == 0 &&
       clusters > cuda::warp_mma_cluster_capacity(fmt, num_splits_) &&
       clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_ / 2)) {
-    // 8 splits whose clusters all fit beat 16 with the combine kernel (H200, session 13:
-    // b2 Q1 64/4 BF16 10.7 us against 12.6 us, FP8 9.2 against 11.5; b1 Q8 16/1 BF16
-    // 10.3 against 11.8). Halving further (8 -> 4, 4 -> 2) measured slower in most
-    // cases (b1 Q8 64/4 BF16 20.3 us with 2 splits against 15.9 with 4).
+    // 8 splits whose clusters all fit beat 16 with the combine kernel (H200, session 13,
+    // docs/bench/h200-2026-11-29-s13: b2 Q1 64/4 BF16 10.7 us against 12.6 us, FP8 9.2
+    // against 11.5; b1 Q8 16/1 BF16 10.4 against 11.8). Halving further (8 -> 4, 4 -> 2)
+    // measured slower in most cases (b1 Q8 64/4 BF16 20.3 us with 2 splits, 15.9 with 4).
     num_splits_ /= 2;
   }
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
