@@ -36,6 +36,38 @@ namespace gm = ::flashmsa::cuda::sm90::gmma;
 
 enum : int { kBf16 = 0, kFp8 = 1, kNvfp4 = 2 };
 
+// Softmax in base 2 (spec 3.4): p = 2^(c2 (s - m)) with c2 = c * log2(e); the FP8 paths
+// fold log2(448) into the bias so that p448 = 448 * 2^(c2 (s - m)).
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
+
+__device__ __forceinline__ float ex2_approx(float x) {  // spec 3.4: ex2.approx.ftz
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// One online-softmax step for a thread's two accumulator rows (r = 0, 1; the four lanes
+/// of a quad hold the same rows): mx[r] is the thread's maximum of the new raw scores,
+/// reduced here over the quad. Updates the running max m[r], rescales the running sum
+/// l[r], and returns the factor alpha[r] the caller applies to its O accumulators and
+/// the exponent bias[r] of the new probabilities, p = ex2(s * c2 + bias) (p448 for FP8).
+template <bool kFp8P>
+__device__ __forceinline__ void online_softmax_step(float (&mx)[2], float (&m)[2], float (&l)[2], float c2,
+                                                    float (&alpha)[2], float (&bias)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float m_new = fmaxf(m[r], mx[r]);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    alpha[r] = ex2_approx((m[r] - m_use) * c2);
+    m[r] = m_new;
+    l[r] *= alpha[r];
+    bias[r] = kFp8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
+  }
+}
+
 /// Shared bytes of one page of format FMT, in two regions (all multiples of 1024):
 ///   stage: what cp.async writes (double-buffered by the kernels): the BF16 K and V tiles,
 ///          the E4M3 K tile (QGMMA), or the raw E4M3 / NVFP4 bytes awaiting conversion;

@@ -33,10 +33,10 @@ constexpr int kFoldMaxSplits = 4;
 // choose_decode_schedule: the warp-MMA kernel when its one-row CTAs leave room for at
 // least this many splits in one wave (<= 4 pages of a top-16 row per CTA).
 constexpr int kWarpMmaMinSplits = 4;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
+using at::ex2_approx;
 using at::kBf16;
+using at::kLog2e;
 using at::kFp8;
 using at::kNvfp4;
 
@@ -71,12 +71,6 @@ __device__ __forceinline__ void locate_row(const DecodeParams& p, long long qrow
   const long long q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
   const long long seq_len = p.seq_lens[static_cast<long long>(lo) * p.seq_lens_stride];
   *pos = seq_len - q_len + (qrow - start);
-}
-
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Split merge of float4 slots [0, nslots): slot i is dims [4(i % 32), 4(i % 32) + 4) of
@@ -423,23 +417,15 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
             if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
             mx[jj >> 1] = fmaxf(mx[jj >> 1], s[4 * j + jj]);
           }
-        float bias[2];
+        float alpha[2], bias[2];
+        at::online_softmax_step<FP8P>(mx, m, l, c2, alpha, bias);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          const float m_new = fmaxf(m[r], mx[r]);
-          const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-          const float alpha = ex2_approx((m[r] - m_use) * c2);
-          m[r] = m_new;
-          l[r] *= alpha;
+        for (int r = 0; r < 2; ++r)
 #pragma unroll
           for (int dt = 0; dt < 16; ++dt) {
-            o[4 * dt + 2 * r] *= alpha;
-            o[4 * dt + 2 * r + 1] *= alpha;
+            o[4 * dt + 2 * r] *= alpha[r];
+            o[4 * dt + 2 * r + 1] *= alpha[r];
           }
-          bias[r] = FP8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
-        }
         // P (masked -> 0) with the unrounded normaliser, then the PV operand: bf16(p) or
         // E4M3_sat(p448) held exactly in f16 (D7).
 #pragma unroll

@@ -64,12 +64,14 @@ namespace {
 namespace at = ::flashmsa::cuda::sm90::attn;
 namespace gm = ::flashmsa::cuda::sm90::gmma;
 namespace cg = ::cooperative_groups;
+using at::ex2_approx;
+using at::kLog2e;
+using gm::f16x2_hi;
+using gm::f16x2_lo;
 
 constexpr int kWarps = 8;              // 16 tokens of each page per warp
 constexpr int kThreads = kWarps * 32;
 constexpr int kStages = 2;             // per-thread cp.async ring: page i + 1 lands while page i computes
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 constexpr int kMergeRow = 132;         // floats per (warp, row) in the merge buffer (padded)
 constexpr int kMaxClusterSplits = 16;  // splits merged through a thread-block cluster
 static_assert(kStages == 2, "the page loop prefetches exactly one page ahead (issue(i + 1), wait_group 1)");
@@ -87,11 +89,6 @@ struct Slots {
   static constexpr int kSmem = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
 };
 
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 // cp.async through L1 (.ca): measured on the H200 (b1 Q1 4K BF16, cluster merge)
 // 10.2 us against 11.9 us with .cg.
 __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool valid) {
@@ -113,12 +110,6 @@ __device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, 
   std::uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
-}
-__device__ __forceinline__ std::uint32_t f16x2_lo(std::uint32_t w) {
-  return gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w & 0xffffu));
-}
-__device__ __forceinline__ std::uint32_t f16x2_hi(std::uint32_t w) {
-  return gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w >> 16));
 }
 // Four E2M1 codes (16 bits) x an f16x2 splat of the block scale -> four E4M3_sat values
 // (spec D7, 5.2: the f16 product is exact, rounded once to E4M3) as one word.
@@ -397,23 +388,15 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
         if (t0 + 8 * nt + 2 * c + (k & 1) > lim) s[nt][k] = -INFINITY;
         mx[k >> 1] = fmaxf(mx[k >> 1], s[nt][k]);
       }
-    float bias[2];
+    float alpha[2], bias[2];
+    at::online_softmax_step<kFp8P>(mx, m, l, c2, alpha, bias);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = ex2_approx((m[r] - m_use) * c2);
-      m[r] = m_new;
-      l[r] *= alpha;
+    for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int nt = 0; nt < 16; ++nt) {
-        o[nt][2 * r] *= alpha;
-        o[nt][2 * r + 1] *= alpha;
+        o[nt][2 * r] *= alpha[r];
+        o[nt][2 * r + 1] *= alpha[r];
       }
-      bias[r] = kFp8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
-    }
     std::uint32_t pa[4];  // A fragment of P: (row g | g + 8) x tokens (nt 0 | nt 1)
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)

@@ -161,6 +161,14 @@ __device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t v) {
   return r;
 }
 
+/// Two E4M3 bytes (bits 0-15 / 16-31 of w, low byte first) -> f16x2 (exact).
+__device__ __forceinline__ std::uint32_t f16x2_lo(std::uint32_t w) {
+  return e4m3x2_to_f16x2(static_cast<std::uint16_t>(w & 0xffffu));
+}
+__device__ __forceinline__ std::uint32_t f16x2_hi(std::uint32_t w) {
+  return e4m3x2_to_f16x2(static_cast<std::uint16_t>(w >> 16));
+}
+
 /// Packs four floats into four E4M3 bytes (saturating, RNE), byte 0 = x0.
 __device__ __forceinline__ std::uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
   std::uint16_t lo, hi;

@@ -579,13 +579,8 @@ __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(g::smem_addr(smem)), "l"(gmem) : "memory");
 }
 
-// Two E4M3 bytes (bits 0-15 / 16-31 of w, low byte first) -> f16x2 (exact).
-__device__ __forceinline__ std::uint32_t f16x2_lo(std::uint32_t w) {
-  return g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w & 0xffffu));
-}
-__device__ __forceinline__ std::uint32_t f16x2_hi(std::uint32_t w) {
-  return g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w >> 16));
-}
+using g::f16x2_hi;  // two E4M3 bytes of a word -> f16x2 (gmma.cuh)
+using g::f16x2_lo;
 
 // Raw words of slot token t for this thread: dims 32q..32q+31 as 8 words of 4 E4M3
 // bytes (word s = dims 32q + 4s .. + 3).

@@ -14,6 +14,9 @@ namespace flashmsa::cuda {
 namespace {
 
 namespace at = ::flashmsa::cuda::sm90::attn;
+using at::ex2_approx;
+using at::kLog2_448;
+using at::kLog2e;
 namespace gm = ::flashmsa::cuda::sm90::gmma;
 
 constexpr int kThreads = 256;         // 2 consumer warpgroups
@@ -31,8 +34,6 @@ constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
 // (N <= kSubMaxRows CSR rows: 16 MB each), else 1.
 constexpr int kSub = 8;
 constexpr std::int64_t kSubMaxRows = 1 << 19;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLog2_448 = 8.80735492706298828125f;  // float(log2(448)), spec 3.4
 
 // ---------------------------------------------------------------------------------------
 // One work unit: up to kTilesPerUnit M-tiles of one CSR row (page of a request, KV head),
@@ -506,11 +507,6 @@ __device__ __forceinline__ void prefetch_scales(const at::PageSrc& src, int tid)
   }
 }
 
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ void wg_barrier(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
