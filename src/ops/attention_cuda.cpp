@@ -97,7 +97,7 @@ Status SparseDecodePlan::plan_cuda() {
       args_.batch_size, args_.queries_per_request, args_.num_q_heads, args_.num_kv_heads, sms);
   const int per_cta = sched.queries_per_cta;
   queries_per_cta_ = per_cta;
-  kernel_ = sched.warp_mma ? "warp_mma" : "tile";
+  kernel_ = sched.warp_mma ? (sched.dims_split ? "warp_mma_dsplit" : "warp_mma") : "tile";
   num_splits_ = sched.num_splits;
   if (const int forced = forced_decode_splits()) num_splits_ = forced;
   // Warp-MMA splits merge inside a thread-block cluster (no workspace) when every cluster
@@ -108,8 +108,8 @@ Status SparseDecodePlan::plan_cuda() {
   const int fmt = static_cast<int>(args_.kv_format);
   const long long clusters = static_cast<long long>(rows) * args_.num_kv_heads;
   if (sched.warp_mma && num_splits_ == 16 && !force_combine && forced_decode_splits() == 0 &&
-      clusters > cuda::warp_mma_cluster_capacity(fmt, num_splits_) &&
-      clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_ / 2)) {
+      clusters > cuda::warp_mma_cluster_capacity(fmt, num_splits_, sched.dims_split) &&
+      clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_ / 2, sched.dims_split)) {
     // 8 splits whose clusters all fit beat 16 with the combine kernel (H200, session 13,
     // docs/bench/h200-2026-11-29-s13: b2 Q1 64/4 BF16 10.7 us against 12.6 us, FP8 9.2
     // against 11.5; b1 Q8 16/1 BF16 10.4 against 11.8). Halving further (8 -> 4, 4 -> 2)
@@ -117,7 +117,7 @@ Status SparseDecodePlan::plan_cuda() {
     num_splits_ /= 2;
   }
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
-                   clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_);
+                   clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_, sched.dims_split);
   const std::int64_t floats =
       cluster_merge_ ? 0 : cuda::decode_workspace_floats(rows, args_.num_q_heads, args_.num_kv_heads, per_cta, num_splits_);
   if (floats > 0) {
@@ -212,7 +212,8 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
     p.lse_partial = p.o_partial + slots * 128;
     p.split_counters = reinterpret_cast<int*>(p.lse_partial + slots);
   }
-  if (std::strcmp(kernel_, "warp_mma") == 0) {
+  p.dims_split = std::strcmp(kernel_, "warp_mma_dsplit") == 0;
+  if (std::strcmp(kernel_, "warp_mma") == 0 || p.dims_split) {
     const int err = cuda::launch_sparse_attention_warp_mma(p, static_cast<int>(a.kv.format),
                                                            a.q.dtype == DType::e4m3, a.stream);
     if (err != 0)

@@ -266,8 +266,9 @@ struct ScopedEnv {
 struct ScopedDecodeKernel : ScopedEnv {
   explicit ScopedDecodeKernel(const char* kernel) : ScopedEnv("FLASHMSA_DECODE_KERNEL", kernel) {}
 };
-/// Both decode kernels: every correctness shape runs on each.
-const char* const kKernels[] = {"tile", "warp_mma"};
+/// Every decode kernel: every correctness shape runs on each ("warp_mma_dsplit" is the
+/// experimental dims-split variant; NVFP4 runs warp_mma under that name).
+const char* const kKernels[] = {"tile", "warp_mma", "warp_mma_dsplit"};
 
 void check_case(const Case& c) {
   const Inputs in = make_inputs(c);
@@ -578,8 +579,14 @@ TEST(CudaDecode, SixteenSplitsSmallBatches) {
       expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (16 splits)");
       ScopedDecodeKernel warp("warp_mma");  // the same shapes on the warp-MMA kernel
       expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (warp-MMA kernel)");
-      ScopedEnv combine("FLASHMSA_DECODE_MERGE", "combine");  // ... with its other split merge
-      expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (warp-MMA kernel, combine kernel)");
+      {
+        ScopedEnv combine("FLASHMSA_DECODE_MERGE", "combine");  // ... with its other split merge
+        expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (warp-MMA kernel, combine kernel)");
+      }
+      ScopedDecodeKernel dsplit("warp_mma_dsplit");  // the experimental dims-split variant, both merges
+      expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (dims-split kernel)");
+      ScopedEnv combine("FLASHMSA_DECODE_MERGE", "combine");
+      expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (dims-split kernel, combine kernel)");
     }
   }
 }

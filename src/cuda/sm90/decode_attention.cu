@@ -648,6 +648,7 @@ int forced_decode_kernel() {
   int r = 0;
   if (v != nullptr && std::strcmp(v, "warp_mma") == 0) r = 1;
   if (v != nullptr && std::strcmp(v, "tile") == 0) r = 2;
+  if (v != nullptr && std::strcmp(v, "warp_mma_dsplit") == 0) r = 3;
   if (r != 0 && logged.exchange(r) != r)
     std::fprintf(stderr, "flashmsa: FLASHMSA_DECODE_KERNEL=%s: decode plans use that kernel\n", v);
   return r;
@@ -660,7 +661,8 @@ DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int nu
   const long long rows = static_cast<long long>(batch) * queries_per_request;
   const long long row_ctas = rows * num_kv_heads;  // warp-MMA kernel CTAs before splitting
   const int forced = forced_decode_kernel();
-  s.warp_mma = forced == 1 || (forced == 0 && row_ctas * kWarpMmaMinSplits <= num_sms);
+  s.warp_mma = forced == 1 || forced == 3 || (forced == 0 && row_ctas * kWarpMmaMinSplits <= num_sms);
+  s.dims_split = forced == 3;
   if (s.warp_mma) {
     s.queries_per_cta = 1;
     long long splits = row_ctas > 0 ? num_sms / row_ctas : 1;

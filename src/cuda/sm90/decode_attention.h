@@ -80,6 +80,9 @@ struct DecodeParams {
   // CTAs (distributed shared memory) instead of o_partial / lse_partial and the combine
   // kernel; the plan sets it when warp_mma_cluster_capacity() holds every cluster at once.
   bool cluster_merge = false;
+  // Warp-MMA kernel, BF16 / FP8 only (experimental): P V split by head dims across the
+  // warps (no O merge across warps); FLASHMSA_DECODE_KERNEL=warp_mma_dsplit.
+  bool dims_split = false;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
   int* split_counters = nullptr;
@@ -108,6 +111,7 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
 /// Which decode kernel a plan runs, with its tiling (choose_decode_schedule).
 struct DecodeSchedule {
   bool warp_mma = false;    // launch_sparse_attention_warp_mma, else launch_sparse_attention
+  bool dims_split = false;  // warp_mma with DecodeParams::dims_split (forced only, experimental)
   int queries_per_cta = 1;  // DecodeParams::queries_per_cta (1 for the warp-MMA kernel)
   int num_splits = 1;       // DecodeParams::num_splits
 };
@@ -136,7 +140,7 @@ int launch_sparse_attention_warp_mma(const DecodeParams& p, int kv_format, bool 
 /// when all rows x KV heads clusters fit at once, else through the combine kernel. The
 /// plan lowers 16 splits whose clusters do not fit to 8 when those fit
 /// (SparseDecodePlan::plan_cuda).
-int warp_mma_cluster_capacity(int kv_format, int num_splits);
+int warp_mma_cluster_capacity(int kv_format, int num_splits, bool dims_split = false);
 
 /// The split-merge kernel alone (after a launch that wrote o_partial / lse_partial),
 /// as a programmatic dependent launch. Returns a cudaError_t value.

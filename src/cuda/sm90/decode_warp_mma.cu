@@ -140,6 +140,132 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)
                                               d[2], d[3]);
 }
 
+// Warp 0 of a CTA: the row's top-k entries and length (one round trip), invalid and
+// duplicate entries dropped (D1, __match_any_sync), the valid ones ranked, and this
+// split's share of them resolved through the block table (the second round trip):
+// s_phys[i] / s_limit[i] (last visible token, -1: unmapped page) for i < *s_n.
+__device__ __forceinline__ void resolve_split_pages(const DecodeParams& p, long long row, int kv, int split, int lane,
+                                                    int* s_phys, int* s_limit, int* s_n) {
+  const int Q = p.queries_per_request;
+  const long long b = row / Q;
+  const long long seq_len = p.seq_lens[b * p.seq_lens_stride];
+  const long long pos = seq_len - Q + row % Q;  // D4
+  int e = -1;
+  if (lane < p.topk_k) e = p.topk[row * p.topk_stride[0] + kv * p.topk_stride[1] + lane * p.topk_stride[2]];
+  // D1: 0 <= e < the request's pages, e <= the local page, inside the block table.
+  bool ok = pos >= 0 && e >= 0 && e < (seq_len + 127) / 128 && e <= pos / 128 && e < p.bt_width;
+  // Duplicates count once: the first lane holding each valid entry keeps it.
+  const unsigned same = __match_any_sync(0xffffffffu, ok ? e : -1 - lane);
+  ok = ok && (__ffs(same) - 1) == lane;
+  const unsigned valid = __ballot_sync(0xffffffffu, ok);
+  const int n = __popc(valid), rank = __popc(valid & ((1u << lane) - 1u));
+  const int per = (n + p.num_splits - 1) / p.num_splits;
+  const int first = split * per;
+  const int mine = max(0, min(n, first + per) - first);
+  if (ok && rank >= first && rank < first + per) {
+    const int phys = p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]];
+    const bool live = phys >= 0 && phys < p.num_pages;
+    s_phys[rank - first] = live ? phys : 0;
+    // Last visible token: the causal limit on the local page, never past seq_len.
+    s_limit[rank - first] = live ? static_cast<int>(min(127LL, pos - 128LL * e)) : -1;
+  }
+  if (lane == 0) *s_n = mine;
+}
+
+// Q fragments of rows g, g + 8 (heads kv*G + r; rows >= G are zero), F16 or BF16 pairs:
+// word j of a row holds dims 32c + 2j, +1; qa[kk] is the A fragment of k-step kk.
+template <bool kFp8P>
+__device__ __forceinline__ void load_q_fragments(const DecodeParams& p, long long row, int kv, int G, int g, int c,
+                                                 std::uint32_t (&qa)[8][4]) {
+  std::uint32_t qw[2][16];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int hr = g + 8 * r;
+    const bool live = hr < G;
+    const long long off = row * p.q_row_stride + static_cast<long long>(kv * G + (live ? hr : 0)) * p.q_head_stride;
+    if constexpr (!kFp8P) {
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.q) + off + 32 * c);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint4 v = live ? __ldg(src + i) : make_uint4(0u, 0u, 0u, 0u);
+        qw[r][4 * i] = v.x; qw[r][4 * i + 1] = v.y; qw[r][4 * i + 2] = v.z; qw[r][4 * i + 3] = v.w;
+      }
+    } else {
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + off + 32 * c);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint4 v = live ? __ldg(src + i) : make_uint4(0u, 0u, 0u, 0u);
+        const std::uint32_t x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          qw[r][8 * i + 2 * k] = f16x2_lo(x[k]);
+          qw[r][8 * i + 2 * k + 1] = f16x2_hi(x[k]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    qa[kk][0] = qw[0][2 * kk];
+    qa[kk][1] = qw[1][2 * kk];
+    qa[kk][2] = qw[0][2 * kk + 1];
+    qa[kk][3] = qw[1][2 * kk + 1];
+  }
+}
+
+// Split merge inside the thread-block cluster of the (row, KV head): every CTA has
+// published its (M, L, unnormalised O) in cta_o / s_cta_m / s_cta_l; CTA `split` merges
+// heads split, split + S, ... from all S CTAs' shared memory (DSMEM), in split order
+// 0..S-1 (D9), and writes the output and LSE. The caller keeps its shared memory alive
+// with a final cluster barrier.
+template <bool kFp8P>
+__device__ __forceinline__ void cluster_merge_splits(const DecodeParams& p, float* cta_o, float* s_cta_m, float* s_cta_l,
+                                                     long long row, int kv, int G, int split, int tid, float c2) {
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int S = p.num_splits;
+  const int dd = 2 * (tid & 63);  // dims dd, dd + 1 of heads split + S (tid / 64 + 4j)
+  for (int hl = split + S * (tid >> 6); hl < G; hl += 4 * S) {
+    // Every remote load first (independent DSMEM round trips), then the merge.
+    float ms[kMaxClusterSplits], ls[kMaxClusterSplits];
+    float2 os[kMaxClusterSplits];
+#pragma unroll
+    for (int r = 0; r < kMaxClusterSplits; ++r) {
+      ms[r] = -INFINITY;
+      ls[r] = 0.0f;
+      os[r] = make_float2(0.0f, 0.0f);
+      if (r < S) {  // only real ranks: every load issued here is consumed below
+        ms[r] = *cluster.map_shared_rank(&s_cta_m[hl], r);
+        ls[r] = *cluster.map_shared_rank(&s_cta_l[hl], r);
+        os[r] = *reinterpret_cast<const float2*>(cluster.map_shared_rank(cta_o + hl * 128 + dd, r));
+      }
+    }
+    float MM = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < kMaxClusterSplits; ++r)
+      if (r < S) MM = fmaxf(MM, ms[r]);
+    float LL = 0.0f, ox = 0.0f, oy = 0.0f;
+    if (MM != -INFINITY) {
+#pragma unroll
+      for (int r = 0; r < kMaxClusterSplits; ++r) {
+        if (r >= S || ms[r] == -INFINITY) continue;
+        const float wk = ex2_approx((ms[r] - MM) * c2);
+        LL += wk * ls[r];
+        ox += wk * os[r].x;
+        oy += wk * os[r].y;
+      }
+    }
+    const bool none = MM == -INFINITY;
+    const float iv = none ? 0.0f : 1.0f / LL;
+    const int h = kv * G + hl;
+    std::uint16_t* out = p.out + row * p.out_row_stride + h * p.out_head_stride + dd;
+    *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(ox * iv * p.v_global, oy * iv * p.v_global);
+    if (dd == 0 && p.lse != nullptr)
+      p.lse[row * p.lse_row_stride + h * p.lse_head_stride] =
+          none ? -INFINITY : MM * p.c + logf(kFp8P ? LL / 448.0f : LL);
+  }
+}
+
 #ifdef FLASHMSA_WMMA_TRACE  // timeline instrumentation (benchmark variant builds only)
 constexpr int kTraceSlots = 1 << 16;
 __device__ unsigned long long g_trace[kTraceSlots][8];
@@ -193,75 +319,13 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
   const long long row = blockIdx.x / Hkv;
   const int kv = static_cast<int>(blockIdx.x % Hkv);
   const int split = blockIdx.y;
-  const int Q = p.queries_per_request;
-  const long long b = row / Q;
 
   // 1. Metadata (warp 0): top-k entries and the length together, then the block table.
-  if (w == 0) {
-    const long long seq_len = p.seq_lens[b * p.seq_lens_stride];
-    const long long pos = seq_len - Q + row % Q;  // D4
-    int e = -1;
-    if (lane < p.topk_k) e = p.topk[row * p.topk_stride[0] + kv * p.topk_stride[1] + lane * p.topk_stride[2]];
-    // D1: 0 <= e < the request's pages, e <= the local page, inside the block table.
-    bool ok = pos >= 0 && e >= 0 && e < (seq_len + 127) / 128 && e <= pos / 128 && e < p.bt_width;
-    // Duplicates count once: the first lane holding each valid entry keeps it.
-    const unsigned same = __match_any_sync(0xffffffffu, ok ? e : -1 - lane);
-    ok = ok && (__ffs(same) - 1) == lane;
-    const unsigned valid = __ballot_sync(0xffffffffu, ok);
-    const int n = __popc(valid), rank = __popc(valid & ((1u << lane) - 1u));
-    const int per = (n + p.num_splits - 1) / p.num_splits;
-    const int first = split * per;
-    const int mine = max(0, min(n, first + per) - first);
-    if (ok && rank >= first && rank < first + per) {
-      const int phys = p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]];
-      const bool live = phys >= 0 && phys < p.num_pages;
-      s_phys[rank - first] = live ? phys : 0;
-      // Last visible token: the causal limit on the local page, never past seq_len.
-      s_limit[rank - first] = live ? static_cast<int>(min(127LL, pos - 128LL * e)) : -1;
-    }
-    if (lane == 0) s_n = mine;
-  }
+  if (w == 0) resolve_split_pages(p, row, kv, split, lane, s_phys, s_limit, &s_n);
 
-  // Q fragments (rows g, g + 8 = heads kv*G + r; rows >= G are zero), issued before the
-  // barrier so they load while warp 0 resolves the pages. Word j of a row holds dims
-  // 32c + 2j, +1 (F16 or BF16 pair).
+  // Q fragments, issued before the barrier so they load while warp 0 resolves the pages.
   std::uint32_t qa[8][4];
-  {
-    std::uint32_t qw[2][16];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int hr = g + 8 * r;
-      const bool live = hr < G;
-      const long long off = row * p.q_row_stride + static_cast<long long>(kv * G + (live ? hr : 0)) * p.q_head_stride;
-      if constexpr (!kFp8P) {
-        const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.q) + off + 32 * c);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint4 v = live ? __ldg(src + i) : make_uint4(0u, 0u, 0u, 0u);
-          qw[r][4 * i] = v.x; qw[r][4 * i + 1] = v.y; qw[r][4 * i + 2] = v.z; qw[r][4 * i + 3] = v.w;
-        }
-      } else {
-        const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + off + 32 * c);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const uint4 v = live ? __ldg(src + i) : make_uint4(0u, 0u, 0u, 0u);
-          const std::uint32_t x[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            qw[r][8 * i + 2 * k] = f16x2_lo(x[k]);
-            qw[r][8 * i + 2 * k + 1] = f16x2_hi(x[k]);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      qa[kk][0] = qw[0][2 * kk];
-      qa[kk][1] = qw[1][2 * kk];
-      qa[kk][2] = qw[0][2 * kk + 1];
-      qa[kk][3] = qw[1][2 * kk + 1];
-    }
-  }
+  load_q_fragments<kFp8P>(p, row, kv, G, g, c, qa);
   __syncthreads();
   const int n = s_n;
   WTRACE(2);
@@ -522,49 +586,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
       s_cta_m[hr] = M;
       s_cta_l[hr] = L;
     }
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
-    const int S = p.num_splits;
-    const int dd = 2 * (tid & 63);  // dims dd, dd + 1 of heads split + S (tid / 64 + 4j)
-    for (int hl = split + S * (tid >> 6); hl < G; hl += 4 * S) {
-      // Every remote load first (independent DSMEM round trips), then the merge.
-      float ms[kMaxClusterSplits], ls[kMaxClusterSplits];
-      float2 os[kMaxClusterSplits];
-#pragma unroll
-      for (int r = 0; r < kMaxClusterSplits; ++r) {
-        ms[r] = -INFINITY;
-        ls[r] = 0.0f;
-        os[r] = make_float2(0.0f, 0.0f);
-        if (r < S) {  // only real ranks: every load issued here is consumed below
-          ms[r] = *cluster.map_shared_rank(&s_cta_m[hl], r);
-          ls[r] = *cluster.map_shared_rank(&s_cta_l[hl], r);
-          os[r] = *reinterpret_cast<const float2*>(cluster.map_shared_rank(cta_o + hl * 128 + dd, r));
-        }
-      }
-      float MM = -INFINITY;
-#pragma unroll
-      for (int r = 0; r < kMaxClusterSplits; ++r)
-        if (r < S) MM = fmaxf(MM, ms[r]);
-      float LL = 0.0f, ox = 0.0f, oy = 0.0f;
-      if (MM != -INFINITY) {
-#pragma unroll
-        for (int r = 0; r < kMaxClusterSplits; ++r) {
-          if (r >= S || ms[r] == -INFINITY) continue;
-          const float wk = ex2_approx((ms[r] - MM) * c2);
-          LL += wk * ls[r];
-          ox += wk * os[r].x;
-          oy += wk * os[r].y;
-        }
-      }
-      const bool none = MM == -INFINITY;
-      const float iv = none ? 0.0f : 1.0f / LL;
-      const int h = kv * G + hl;
-      std::uint16_t* out = p.out + row * p.out_row_stride + h * p.out_head_stride + dd;
-      *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(ox * iv * p.v_global, oy * iv * p.v_global);
-      if (dd == 0 && p.lse != nullptr)
-        p.lse[row * p.lse_row_stride + h * p.lse_head_stride] =
-            none ? -INFINITY : MM * p.c + logf(kFp8P ? LL / 448.0f : LL);
-    }
+    cluster_merge_splits<kFp8P>(p, cta_o, s_cta_m, s_cta_l, row, kv, G, split, tid, c2);
     WTRACE(6);
     // Keeps every CTA's shared memory alive until the others have read it. Every remote
     // load above was consumed (the output stores depend on them), so no release fence is
@@ -603,9 +625,293 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
 // cluster (1, S)) the GPU can hold at once: cudaOccupancyMaxActiveClusters, with the
 // non-portable opt-in above 8 CTAs; 0 when such a cluster cannot run. Queried once per
 // (device, format, S).
+
+// ---------------------------------------------------------------------------------------
+// Experimental (branch decode-wmma-dsplit, not yet run on a GPU): the same CTA shape, with
+// P V split by head dims across the warps instead of by tokens, so there is no O merge
+// across warps. Per page:
+//   S: warp w computes S for tokens [16w, 16w + 16) (as above);
+//   the row max is reduced through shared memory (barrier 1), so all warps share one
+//   running max and the sums need no rescaling across warps;
+//   P (16 x 128, BF16 or E4M3 held as F16) goes to shared memory (barrier 2);
+//   P V: warp w multiplies P (16 x 128) by V (128 tokens x head dims [16w, 16w + 16)).
+// V of those 16 dims is loaded by the warp into a warp-private tile (cp.async, __syncwarp
+// before use). n-tile nt, column n of the P V product is head dim 16w + 2n + nt, so a
+// thread reads one 32-bit (BF16) or 16-bit (E4M3) pair per token. BF16 and E4M3 only.
 template <int FMT>
+struct DsplitBytes {
+  static_assert(FMT != at::kNvfp4, "the dims-split kernel takes BF16 or FP8 caches");
+  static constexpr int kKSlots = FMT == at::kBf16 ? 8 : 4;           // per-thread 16-byte K slots
+  static constexpr int kVTok = FMT == at::kBf16 ? 48 : 16;           // V tile bytes per token (BF16 padded)
+  static constexpr int kVChunks = FMT == at::kBf16 ? 8 : 4;          // 16-byte V chunks per lane per page
+  static constexpr int kKRing = kStages * kKSlots * kThreads * 16;
+  static constexpr int kVTile = 128 * kVTok;                          // one warp, one stage
+  static constexpr int kVRing = kStages * kWarps * kVTile;
+  static constexpr int kPRow = 68;                                    // 32-bit words per P row (padded)
+  static constexpr int kP = 16 * kPRow * 4;
+  static constexpr int kSmem = kKRing + kVRing + kP;
+};
+
+template <int FMT>
+__global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const DecodeParams p) {
+  using B = DsplitBytes<FMT>;
+  constexpr bool kFp8P = FMT != at::kBf16;
+  extern __shared__ uint4 dyn[];
+  uint4* kring = dyn;                                                          // [stage][slot][thread]
+  std::uint8_t* vring = reinterpret_cast<std::uint8_t*>(dyn) + B::kKRing;      // [stage][warp][token][kVTok]
+  std::uint32_t* ptile = reinterpret_cast<std::uint32_t*>(vring + B::kVRing);  // [16][kPRow]
+  __shared__ int s_phys[16];
+  __shared__ int s_limit[16];
+  __shared__ int s_n;
+  __shared__ float s_red[kWarps][16];        // per-warp row max, then row sums
+  __shared__ float4 s_cta_o[16 * 128 / 4];
+  __shared__ float s_cta_m[16], s_cta_l[16];
+
+  sm90::pdl_wait();
+  sm90::pdl_launch_dependents();
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const int Hkv = p.num_kv_heads, G = p.num_q_heads / Hkv;
+  const long long row = blockIdx.x / Hkv;
+  const int kv = static_cast<int>(blockIdx.x % Hkv);
+  const int split = blockIdx.y;
+  if (w == 0) resolve_split_pages(p, row, kv, split, lane, s_phys, s_limit, &s_n);
+  std::uint32_t qa[8][4];
+  load_q_fragments<kFp8P>(p, row, kv, G, g, c, qa);
+  __syncthreads();
+  const int n = s_n;
+  const int t0 = 16 * w;
+
+  const int eb = FMT == at::kBf16 ? 2 : 1;
+  auto kslot = [&](int stage, int i) { return kring + (stage * B::kKSlots + i) * kThreads + tid; };
+  auto vtile = [&](int stage) { return vring + (stage * kWarps + w) * B::kVTile; };
+  auto issue = [&](int i) {
+    const int stage = i % kStages;
+    const int phys = s_phys[i], lim = s_limit[i];
+    const std::uint8_t* kb =
+        static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + kv * p.k_stride[1]) * eb;
+    const std::uint8_t* vb =
+        static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + kv * p.v_stride[1]) * eb;
+    const long long ktok = p.k_stride[2] * eb, vtok = p.v_stride[2] * eb;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {  // K tokens t0 + 8nt + g, dims [32c, 32c + 32)
+      const int t = t0 + 8 * nt + g;
+      const bool ok = t <= lim;
+      const std::uint8_t* src = kb + (ok ? t : 0) * ktok + (FMT == at::kBf16 ? 64 : 32) * c;
+#pragma unroll
+      for (int j = 0; j < B::kKSlots / 2; ++j) cp_async16_zfill(kslot(stage, nt * (B::kKSlots / 2) + j), src + 16 * j, ok);
+    }
+    std::uint8_t* vt = vtile(stage);
+#pragma unroll
+    for (int j = 0; j < B::kVChunks; ++j) {  // V tokens x dims [16w, 16w + 16)
+      const int chunk = lane + 32 * j;
+      const int t = FMT == at::kBf16 ? chunk >> 1 : chunk;
+      const int half = FMT == at::kBf16 ? chunk & 1 : 0;
+      const bool ok = t <= lim;
+      cp_async16_zfill(vt + t * B::kVTok + 16 * half, vb + (ok ? t : 0) * vtok + 16 * w * eb + 16 * half, ok);
+    }
+    cp_async_commit_mem();
+  };
+
+  const float c2 = p.c * kLog2e;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float o[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+
+  if (n > 0) issue(0);
+  for (int i = 0; i < n; ++i) {
+    __syncwarp();  // every lane is done reading the V tile stage issue(i + 1) overwrites
+    if (i + 1 < n) issue(i + 1);
+    else cp_async_commit_mem();
+    cp_async_wait_mem<1>();
+    __syncwarp();  // the warp's V tile chunks, landed by all its lanes
+    const int lim = s_limit[i];
+    const int stage = i % kStages;
+    // S = Q K^T for tokens t0 + 8nt + {2c, 2c + 1} (rows g, g + 8).
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      std::uint32_t kw[16];
+      if constexpr (FMT == at::kBf16) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint4 v = *kslot(stage, nt * 4 + j);
+          kw[4 * j] = v.x; kw[4 * j + 1] = v.y; kw[4 * j + 2] = v.z; kw[4 * j + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const uint4 v = *kslot(stage, nt * 2 + j);
+          const std::uint32_t x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            kw[8 * j + 2 * k] = f16x2_lo(x[k]);
+            kw[8 * j + 2 * k + 1] = f16x2_hi(x[k]);
+          }
+        }
+      }
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) mma16816<kFp8P>(s[nt], qa[kk], kw[2 * kk], kw[2 * kk + 1]);
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (t0 + 8 * nt + 2 * c + (k & 1) > lim) s[nt][k] = -INFINITY;
+        mx[k >> 1] = fmaxf(mx[k >> 1], s[nt][k]);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      if (c == 0) s_red[w][g + 8 * r] = mx[r];
+    }
+    __syncthreads();  // barrier 1: every warp's row max of this page
+    float bias[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float pm = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) pm = fmaxf(pm, s_red[k][g + 8 * r]);
+      const float m_new = fmaxf(m[r], pm);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = ex2_approx((m[r] - m_use) * c2);
+      m[r] = m_new;
+      l[r] *= alpha;
+      o[0][2 * r] *= alpha;
+      o[0][2 * r + 1] *= alpha;
+      o[1][2 * r] *= alpha;
+      o[1][2 * r + 1] *= alpha;
+      bias[r] = kFp8P ? fmaf(-m_use, c2, kLog2_448) : -m_use * c2;
+    }
+    // P of this warp's tokens to the shared P tile: word (row, 8w + 4nt + c) holds the
+    // token pair 16w + 8nt + 2c, +1.
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float e0 = ex2_approx(fmaf(s[nt][2 * r], c2, bias[r]));
+        const float e1 = ex2_approx(fmaf(s[nt][2 * r + 1], c2, bias[r]));
+        l[r] += e0 + e1;
+        std::uint32_t word;
+        if constexpr (kFp8P) {
+          std::uint16_t q8;
+          asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(q8) : "f"(e1), "f"(e0));
+          word = gm::e4m3x2_to_f16x2(q8);
+        } else {
+          const __nv_bfloat162 v2 = __floats2bfloat162_rn(e0, e1);
+          word = *reinterpret_cast<const std::uint32_t*>(&v2);
+        }
+        ptile[(g + 8 * r) * B::kPRow + 8 * w + 4 * nt + c] = word;
+      }
+    __syncthreads();  // barrier 2: the whole P tile
+    // O(16 x dims 16w + 2n + nt) += P (16 x 128) V (128 x 16): 8 k-steps of 16 tokens.
+    const std::uint8_t* vt = vtile(stage);
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      std::uint32_t pa[4];
+      pa[0] = ptile[g * B::kPRow + 8 * ks + c];
+      pa[1] = ptile[(g + 8) * B::kPRow + 8 * ks + c];
+      pa[2] = ptile[g * B::kPRow + 8 * ks + 4 + c];
+      pa[3] = ptile[(g + 8) * B::kPRow + 8 * ks + 4 + c];
+      const int ta = 16 * ks + 2 * c;  // tokens ta, ta + 1 (b0) and ta + 8, ta + 9 (b1)
+      if constexpr (FMT == at::kBf16) {
+        const std::uint32_t x0 = *reinterpret_cast<const std::uint32_t*>(vt + ta * B::kVTok + 4 * g);
+        const std::uint32_t x1 = *reinterpret_cast<const std::uint32_t*>(vt + (ta + 1) * B::kVTok + 4 * g);
+        const std::uint32_t x8 = *reinterpret_cast<const std::uint32_t*>(vt + (ta + 8) * B::kVTok + 4 * g);
+        const std::uint32_t x9 = *reinterpret_cast<const std::uint32_t*>(vt + (ta + 9) * B::kVTok + 4 * g);
+        mma16816<false>(o[0], pa, prmt(x0, x1, 0x5410u), prmt(x8, x9, 0x5410u));
+        mma16816<false>(o[1], pa, prmt(x0, x1, 0x7632u), prmt(x8, x9, 0x7632u));
+      } else {
+        const std::uint32_t x0 = *reinterpret_cast<const std::uint16_t*>(vt + ta * B::kVTok + 2 * g);
+        const std::uint32_t x1 = *reinterpret_cast<const std::uint16_t*>(vt + (ta + 1) * B::kVTok + 2 * g);
+        const std::uint32_t x8 = *reinterpret_cast<const std::uint16_t*>(vt + (ta + 8) * B::kVTok + 2 * g);
+        const std::uint32_t x9 = *reinterpret_cast<const std::uint16_t*>(vt + (ta + 9) * B::kVTok + 2 * g);
+        const std::uint32_t lo = prmt(x0, x1, 0x5140u);  // bytes: x0.b0 x1.b0 x0.b1 x1.b1
+        const std::uint32_t hi = prmt(x8, x9, 0x5140u);
+        mma16816<true>(o[0], pa, f16x2_lo(lo), f16x2_lo(hi));
+        mma16816<true>(o[1], pa, f16x2_hi(lo), f16x2_hi(hi));
+      }
+    }
+  }
+  cp_async_wait_mem<0>();
+  // Row sums over the 8 warps (one shared running max: no rescaling).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  __syncthreads();  // s_red is reused (the last page's maxima were read before barrier 2)
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    if (c == 0) s_red[w][g + 8 * r] = l[r];
+  __syncthreads();
+  float L[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    L[r] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) L[r] += s_red[k][g + 8 * r];
+  }
+  // o[nt][2r + e] is row g + 8r, head dim 16w + 4c + 2e + nt.
+  const int d0 = 16 * w + 4 * c;
+  if (p.cluster_merge) {
+    float* cta_o = reinterpret_cast<float*>(s_cta_o);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      *reinterpret_cast<float4*>(cta_o + (g + 8 * r) * 128 + d0) =
+          make_float4(o[0][2 * r], o[1][2 * r], o[0][2 * r + 1], o[1][2 * r + 1]);
+      if (w == 0 && c == 0) {
+        s_cta_m[g + 8 * r] = m[r];
+        s_cta_l[g + 8 * r] = L[r];
+      }
+    }
+    cluster_merge_splits<kFp8P>(p, cta_o, s_cta_m, s_cta_l, row, kv, G, split, tid, c2);
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int hr = g + 8 * r;
+    if (hr >= G) continue;
+    const bool empty = m[r] == -INFINITY;
+    const float inv = empty ? 0.0f : 1.0f / L[r];
+    const float lse_v = empty ? -INFINITY : m[r] * p.c + logf(kFp8P ? L[r] / 448.0f : L[r]);
+    const int h = kv * G + hr;
+    const float4 v4 = make_float4(o[0][2 * r] * inv, o[1][2 * r] * inv, o[0][2 * r + 1] * inv, o[1][2 * r + 1] * inv);
+    if (p.num_splits == 1) {
+      std::uint16_t* out = p.out + row * p.out_row_stride + h * p.out_head_stride + d0;
+      const __nv_bfloat162 a = __floats2bfloat162_rn(v4.x * p.v_global, v4.y * p.v_global);
+      const __nv_bfloat162 b2 = __floats2bfloat162_rn(v4.z * p.v_global, v4.w * p.v_global);
+      *reinterpret_cast<uint2*>(out) =
+          make_uint2(*reinterpret_cast<const std::uint32_t*>(&a), *reinterpret_cast<const std::uint32_t*>(&b2));
+      if (w == 0 && c == 0 && p.lse != nullptr) p.lse[row * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
+    } else {
+      const std::int64_t sl = (row * p.num_q_heads + h) * p.num_splits + split;
+      *reinterpret_cast<float4*>(p.o_partial + sl * 128 + d0) = v4;
+      if (w == 0 && c == 0) p.lse_partial[sl] = lse_v;
+    }
+  }
+}
+
+// The kernel and its dynamic shared memory for (FMT, dims split): the dims-split kernel
+// exists for BF16 and FP8 only (NVFP4 always runs warp_mma_decode_kernel).
+template <int FMT, bool kDsplit>
+struct WarpKernel {
+  static constexpr bool kUseDsplit = kDsplit && FMT != at::kNvfp4;
+  static constexpr int kSmem = kUseDsplit ? DsplitBytes<kUseDsplit ? FMT : at::kBf16>::kSmem : Slots<FMT>::kSmem;
+  static auto fn() {
+    if constexpr (kUseDsplit) return &warp_dsplit_decode_kernel<FMT>;
+    else return &warp_mma_decode_kernel<FMT>;
+  }
+};
+
+template <int FMT, bool kDsplit>
 int cluster_capacity(int S) {
-  constexpr int smem = Slots<FMT>::kSmem;
+  using WK = WarpKernel<FMT, kDsplit>;
+  constexpr int smem = WK::kSmem;
   static std::mutex mu;  // plans may be made from several host threads
   static int cap[64][kMaxClusterSplits + 1];
   static bool known[64][kMaxClusterSplits + 1] = {};
@@ -614,9 +920,9 @@ int cluster_capacity(int S) {
   std::lock_guard<std::mutex> lock(mu);
   if (!known[dev][S]) {
     int clusters = 0;
-    cudaError_t err = cudaFuncSetAttribute(warp_mma_decode_kernel<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaError_t err = cudaFuncSetAttribute(WK::fn(), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess && S > 8)
-      err = cudaFuncSetAttribute(warp_mma_decode_kernel<FMT>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      err = cudaFuncSetAttribute(WK::fn(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (err == cudaSuccess) {
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = dim3(1, S);
@@ -629,7 +935,7 @@ int cluster_capacity(int S) {
       attr[0].val.clusterDim.z = 1;
       cfg.attrs = attr;
       cfg.numAttrs = 1;
-      err = cudaOccupancyMaxActiveClusters(&clusters, warp_mma_decode_kernel<FMT>, &cfg);
+      err = cudaOccupancyMaxActiveClusters(&clusters, WK::fn(), &cfg);
     }
     if (err != cudaSuccess) {
       clusters = 0;
@@ -685,19 +991,20 @@ void dump_trace() {
 }
 #endif
 
-template <int FMT>
+template <int FMT, bool kDsplit>
 cudaError_t launch_fmt(const DecodeParams& p, cudaStream_t stream) {
+  using WK = WarpKernel<FMT, kDsplit>;
 #ifdef FLASHMSA_WMMA_TRACE
   static const bool reg = [] { std::atexit(dump_trace); return true; }();
   (void)reg;
 #endif
-  constexpr int smem = Slots<FMT>::kSmem;
+  constexpr int smem = WK::kSmem;
   static std::atomic<bool> configured[64] = {};  // the shared-memory opt-in is per device
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if (dev < 0 || dev >= 64 || !configured[dev]) {
-    err = cudaFuncSetAttribute(warp_mma_decode_kernel<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    err = cudaFuncSetAttribute(WK::fn(), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     if (dev >= 0 && dev < 64) configured[dev] = true;
   }
@@ -721,18 +1028,20 @@ cudaError_t launch_fmt(const DecodeParams& p, cudaStream_t stream) {
   }
   cfg.attrs = attr;
   cfg.numAttrs = static_cast<unsigned>(na);
-  err = cudaLaunchKernelEx(&cfg, warp_mma_decode_kernel<FMT>, p);
+  err = cudaLaunchKernelEx(&cfg, WK::fn(), p);
   if (err != cudaSuccess || p.num_splits == 1 || cluster) return err;
   return static_cast<cudaError_t>(launch_split_combine(p, stream));
 }
 
 }  // namespace
 
-int warp_mma_cluster_capacity(int kv_format, int num_splits) {
+int warp_mma_cluster_capacity(int kv_format, int num_splits, bool dims_split) {
   switch (kv_format) {
-    case at::kBf16: return cluster_capacity<at::kBf16>(num_splits);
-    case at::kFp8: return cluster_capacity<at::kFp8>(num_splits);
-    case at::kNvfp4: return cluster_capacity<at::kNvfp4>(num_splits);
+    case at::kBf16:
+      return dims_split ? cluster_capacity<at::kBf16, true>(num_splits) : cluster_capacity<at::kBf16, false>(num_splits);
+    case at::kFp8:
+      return dims_split ? cluster_capacity<at::kFp8, true>(num_splits) : cluster_capacity<at::kFp8, false>(num_splits);
+    case at::kNvfp4: return cluster_capacity<at::kNvfp4, false>(num_splits);
     default: return 0;
   }
 }
@@ -746,9 +1055,13 @@ int launch_sparse_attention_warp_mma(const DecodeParams& p, int kv_format, bool 
     return cudaErrorInvalidValue;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (kv_format) {
-    case at::kBf16: return q_is_e4m3 ? cudaErrorInvalidValue : launch_fmt<at::kBf16>(p, s);
-    case at::kFp8: return q_is_e4m3 ? launch_fmt<at::kFp8>(p, s) : cudaErrorInvalidValue;
-    case at::kNvfp4: return q_is_e4m3 ? launch_fmt<at::kNvfp4>(p, s) : cudaErrorInvalidValue;
+    case at::kBf16:
+      if (q_is_e4m3) return cudaErrorInvalidValue;
+      return p.dims_split ? launch_fmt<at::kBf16, true>(p, s) : launch_fmt<at::kBf16, false>(p, s);
+    case at::kFp8:
+      if (!q_is_e4m3) return cudaErrorInvalidValue;
+      return p.dims_split ? launch_fmt<at::kFp8, true>(p, s) : launch_fmt<at::kFp8, false>(p, s);
+    case at::kNvfp4: return q_is_e4m3 ? launch_fmt<at::kNvfp4, false>(p, s) : cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;
   }
 }
