@@ -97,7 +97,9 @@ Status SparseDecodePlan::plan_cuda() {
       args_.batch_size, args_.queries_per_request, args_.num_q_heads, args_.num_kv_heads, sms);
   const int per_cta = sched.queries_per_cta;
   queries_per_cta_ = per_cta;
-  kernel_ = sched.warp_mma ? (sched.dims_split ? "warp_mma_dsplit" : "warp_mma") : "tile";
+  // The dims-split variant exists for BF16 and FP8 caches; NVFP4 keeps warp_mma.
+  const bool dsplit = sched.dims_split && args_.kv_format != KvFormat::nvfp4;
+  kernel_ = sched.warp_mma ? (dsplit ? "warp_mma_dsplit" : "warp_mma") : "tile";
   num_splits_ = sched.num_splits;
   if (const int forced = forced_decode_splits()) num_splits_ = forced;
   // Warp-MMA splits merge inside a thread-block cluster (no workspace) when every cluster
@@ -108,8 +110,8 @@ Status SparseDecodePlan::plan_cuda() {
   const int fmt = static_cast<int>(args_.kv_format);
   const long long clusters = static_cast<long long>(rows) * args_.num_kv_heads;
   if (sched.warp_mma && num_splits_ == 16 && !force_combine && forced_decode_splits() == 0 &&
-      clusters > cuda::warp_mma_cluster_capacity(fmt, num_splits_, sched.dims_split) &&
-      clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_ / 2, sched.dims_split)) {
+      clusters > cuda::warp_mma_cluster_capacity(fmt, num_splits_, dsplit) &&
+      clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_ / 2, dsplit)) {
     // 8 splits whose clusters all fit beat 16 with the combine kernel (H200, session 13,
     // docs/bench/h200-2026-11-29-s13: b2 Q1 64/4 BF16 10.7 us against 12.6 us, FP8 9.2
     // against 11.5; b1 Q8 16/1 BF16 10.4 against 11.8). Halving further (8 -> 4, 4 -> 2)
@@ -117,7 +119,7 @@ Status SparseDecodePlan::plan_cuda() {
     num_splits_ /= 2;
   }
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
-                   clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_, sched.dims_split);
+                   clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_, dsplit);
   const std::int64_t floats =
       cluster_merge_ ? 0 : cuda::decode_workspace_floats(rows, args_.num_q_heads, args_.num_kv_heads, per_cta, num_splits_);
   if (floats > 0) {

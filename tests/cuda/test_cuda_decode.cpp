@@ -262,7 +262,7 @@ struct ScopedEnv {
   bool had_ = false;
   std::string prev_;
 };
-/// Forces the decode kernel ("tile" or "warp_mma") of the plans made in its scope.
+/// Forces the decode kernel ("tile", "warp_mma" or "warp_mma_dsplit") of the plans made in its scope.
 struct ScopedDecodeKernel : ScopedEnv {
   explicit ScopedDecodeKernel(const char* kernel) : ScopedEnv("FLASHMSA_DECODE_KERNEL", kernel) {}
 };
@@ -606,7 +606,8 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
     int batch, q, splits;
     const char* kernel;  // nullptr: the plan's own choice
   };
-  for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{32, 4, 2, nullptr}})
+  for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{1, 1, 16, "warp_mma_dsplit"},
+                         Shape{32, 4, 2, nullptr}})
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
     std::unique_ptr<ScopedDecodeKernel> force;
     if (sh.kernel != nullptr) force = std::make_unique<ScopedDecodeKernel>(sh.kernel);

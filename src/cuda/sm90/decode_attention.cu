@@ -641,7 +641,7 @@ namespace {
 // FLASHMSA_DECODE_KERNEL=warp_mma|tile replaces the kernel heuristic of
 // choose_decode_schedule (benchmarks, and the GPU tests that run every shape on both
 // kernels). Read at every plan (host side, outside graph capture); logged once per value.
-// 0: not set, 1: warp_mma, 2: tile.
+// 0: not set, 1: warp_mma, 2: tile, 3: warp_mma_dsplit (experimental).
 int forced_decode_kernel() {
   static std::atomic<int> logged{0};
   const char* v = std::getenv("FLASHMSA_DECODE_KERNEL");
