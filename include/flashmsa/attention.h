@@ -134,10 +134,11 @@ class SparseDecodePlan {
   }
   /// CUDA: KV splits per (query row, KV head) chosen by plan() (1 on the CPU).
   int num_splits() const { return num_splits_; }
-  /// CUDA: the decode kernel plan() chose: "warp_mma" (small batches: one CTA per query
-  /// row, KV head and split), "warp_mma_dsplit" (its experimental dims-split variant,
-  /// only when forced) or "tile" (wgmma over tiles of up to 128 query rows x heads);
-  /// "cpu" for CPU plans, before any plan() and after a failed one.
+  /// CUDA: the decode kernel plan() chose. Small batches: one CTA per query row, KV head
+  /// and split, on warp-level MMAs, with P V split across the warps by head dims
+  /// ("warp_mma_dsplit": one or two pages per split) or by tokens ("warp_mma"). Larger
+  /// batches: "tile" (wgmma over tiles of up to 128 query rows x heads). "cpu" for CPU
+  /// plans, before any plan() and after a failed one.
   const char* kernel() const { return kernel_; }
 
  private:

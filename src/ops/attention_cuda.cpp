@@ -94,12 +94,11 @@ Status SparseDecodePlan::plan_cuda() {
                   std::string("flashmsa::") + op + ": no usable CUDA device: " + cuda::error_string(err));
   const int rows = args_.batch_size * args_.queries_per_request;
   const cuda::DecodeSchedule sched = cuda::choose_decode_schedule(
-      args_.batch_size, args_.queries_per_request, args_.num_q_heads, args_.num_kv_heads, sms);
+      args_.batch_size, args_.queries_per_request, args_.num_q_heads, args_.num_kv_heads, sms,
+      args_.kv_format == KvFormat::bf16);
   const int per_cta = sched.queries_per_cta;
   queries_per_cta_ = per_cta;
-  // The dims-split variant exists for BF16 and FP8 caches; NVFP4 keeps warp_mma.
-  const bool dsplit = sched.dims_split && args_.kv_format != KvFormat::nvfp4;
-  kernel_ = sched.warp_mma ? (dsplit ? "warp_mma_dsplit" : "warp_mma") : "tile";
+  bool dsplit = sched.dims_split;
   num_splits_ = sched.num_splits;
   if (const int forced = forced_decode_splits()) num_splits_ = forced;
   // Warp-MMA splits merge inside a thread-block cluster (no workspace) when every cluster
@@ -109,15 +108,19 @@ Status SparseDecodePlan::plan_cuda() {
   const bool force_combine = merge_env != nullptr && std::strcmp(merge_env, "combine") == 0;
   const int fmt = static_cast<int>(args_.kv_format);
   const long long clusters = static_cast<long long>(rows) * args_.num_kv_heads;
+  // With 8 splits the automatic variant follows the dims-split rule for 8.
+  const bool dsplit8 = sched.kernel_forced ? dsplit : cuda::warp_mma_dims_split(8, args_.kv_format == KvFormat::bf16);
   if (sched.warp_mma && num_splits_ == 16 && !force_combine && forced_decode_splits() == 0 &&
       clusters > cuda::warp_mma_cluster_capacity(fmt, num_splits_, dsplit) &&
-      clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_ / 2, dsplit)) {
+      clusters <= cuda::warp_mma_cluster_capacity(fmt, 8, dsplit8)) {
     // 8 splits whose clusters all fit beat 16 with the combine kernel (H200, session 13,
     // docs/bench/h200-2026-11-29-s13: b2 Q1 64/4 BF16 10.7 us against 12.6 us, FP8 9.2
     // against 11.5; b1 Q8 16/1 BF16 10.4 against 11.8). Halving further (8 -> 4, 4 -> 2)
     // measured slower in most cases (b1 Q8 64/4 BF16 20.3 us with 2 splits, 15.9 with 4).
-    num_splits_ /= 2;
+    num_splits_ = 8;
+    dsplit = dsplit8;
   }
+  kernel_ = sched.warp_mma ? (dsplit ? "warp_mma_dsplit" : "warp_mma") : "tile";
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
                    clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_, dsplit);
   const std::int64_t floats =

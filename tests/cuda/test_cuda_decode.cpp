@@ -266,8 +266,7 @@ struct ScopedEnv {
 struct ScopedDecodeKernel : ScopedEnv {
   explicit ScopedDecodeKernel(const char* kernel) : ScopedEnv("FLASHMSA_DECODE_KERNEL", kernel) {}
 };
-/// Every decode kernel: every correctness shape runs on each ("warp_mma_dsplit" is the
-/// experimental dims-split variant; NVFP4 runs warp_mma under that name).
+/// Every decode kernel: every correctness shape runs on each.
 const char* const kKernels[] = {"tile", "warp_mma", "warp_mma_dsplit"};
 
 void check_case(const Case& c) {
@@ -522,8 +521,12 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
                        Want{33, 1, 64, 4, false, 1, 1},  // 132 row CTAs: tile, 132 CTAs
                        Want{4, 8, 64, 4, false, 8, 8},   // 128 row CTAs: tile, 16 CTAs
                        Want{32, 8, 64, 4, false, 8, 2}}) {
-    const cuda::DecodeSchedule s = cuda::choose_decode_schedule(w.batch, w.q, w.hq, w.hkv, 132);
+    const cuda::DecodeSchedule s = cuda::choose_decode_schedule(w.batch, w.q, w.hq, w.hkv, 132, true);
     EXPECT_EQ(s.warp_mma, w.warp_mma) << w.batch << "x" << w.q;
+    // Dims split (BF16): one or two pages per split CTA.
+    EXPECT_EQ(s.dims_split, w.warp_mma && w.splits >= 8) << w.batch << "x" << w.q;
+    const cuda::DecodeSchedule f = cuda::choose_decode_schedule(w.batch, w.q, w.hq, w.hkv, 132, false);
+    EXPECT_EQ(f.dims_split, w.warp_mma && w.splits == 16) << w.batch << "x" << w.q << " FP8 / NVFP4";
     EXPECT_EQ(s.queries_per_cta, w.per_cta) << w.batch << "x" << w.q;
     EXPECT_EQ(s.num_splits, w.splits) << w.batch << "x" << w.q;
   }
@@ -600,13 +603,14 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
   // poisoned output stays), and every launch must give the same bits whichever CTA of a
   // (query block, KV head) arrives last (D9). Then new lengths and top-k, updated in
   // place: the replays match the CPU.
-  // The automatic choice runs b1 Q1 on the warp-MMA kernel (16 splits, combine kernel)
-  // and b32 Q4 on the tile kernel; b1 Q1 also runs forced onto the tile kernel.
+  // The automatic choice runs b1 Q1 on the dims-split warp-MMA kernel (16 splits) and
+  // b32 Q4 on the tile kernel; b1 Q1 also runs forced onto the tile kernel and onto the
+  // token-split warp-MMA kernel.
   struct Shape {
     int batch, q, splits;
     const char* kernel;  // nullptr: the plan's own choice
   };
-  for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{1, 1, 16, "warp_mma_dsplit"},
+  for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{1, 1, 16, "warp_mma"},
                          Shape{32, 4, 2, nullptr}})
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
     std::unique_ptr<ScopedDecodeKernel> force;
@@ -636,7 +640,7 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
     const int sms = device_sms();
     if (sh.batch == 1 ? sms >= 64 : (sms > 128 && sms <= 256)) EXPECT_EQ(plan.num_splits(), sh.splits);
     if (sh.kernel == nullptr && sms >= 64 && sms <= 256)
-      EXPECT_STREQ(plan.kernel(), sh.batch == 1 ? "warp_mma" : "tile");
+      EXPECT_STREQ(plan.kernel(), sh.batch == 1 ? "warp_mma_dsplit" : "tile");
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     DecodeRunArgs args = device_run_args(c, in, d, out, lse);

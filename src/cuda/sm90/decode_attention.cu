@@ -641,7 +641,7 @@ namespace {
 // FLASHMSA_DECODE_KERNEL=warp_mma|tile replaces the kernel heuristic of
 // choose_decode_schedule (benchmarks, and the GPU tests that run every shape on both
 // kernels). Read at every plan (host side, outside graph capture); logged once per value.
-// 0: not set, 1: warp_mma, 2: tile, 3: warp_mma_dsplit (experimental).
+// 0: not set, 1: warp_mma (token split), 2: tile, 3: warp_mma_dsplit.
 int forced_decode_kernel() {
   static std::atomic<int> logged{0};
   const char* v = std::getenv("FLASHMSA_DECODE_KERNEL");
@@ -655,20 +655,23 @@ int forced_decode_kernel() {
 }
 }  // namespace
 
+bool warp_mma_dims_split(int num_splits, bool bf16) { return num_splits == 16 || (num_splits == 8 && bf16); }
+
 DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
-                                      int num_sms) {
+                                      int num_sms, bool bf16) {
   DecodeSchedule s;
   const long long rows = static_cast<long long>(batch) * queries_per_request;
   const long long row_ctas = rows * num_kv_heads;  // warp-MMA kernel CTAs before splitting
   const int forced = forced_decode_kernel();
   s.warp_mma = forced == 1 || forced == 3 || (forced == 0 && row_ctas * kWarpMmaMinSplits <= num_sms);
-  s.dims_split = forced == 3;
+  s.kernel_forced = forced != 0;
   if (s.warp_mma) {
     s.queries_per_cta = 1;
     long long splits = row_ctas > 0 ? num_sms / row_ctas : 1;
     splits = splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
     const long long per = (kMaxTopkEntries + splits - 1) / splits;  // pages per split of a full row
     s.num_splits = static_cast<int>((kMaxTopkEntries + per - 1) / per);  // no split left without pages
+    s.dims_split = forced == 3 || (forced == 0 && warp_mma_dims_split(s.num_splits, bf16));
   } else {
     s.queries_per_cta = queries_per_cta(false, queries_per_request, num_q_heads / num_kv_heads);
     s.num_splits = choose_num_splits(rows, s.queries_per_cta, num_kv_heads, num_sms);

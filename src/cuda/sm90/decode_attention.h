@@ -80,8 +80,8 @@ struct DecodeParams {
   // CTAs (distributed shared memory) instead of o_partial / lse_partial and the combine
   // kernel; the plan sets it when warp_mma_cluster_capacity() holds every cluster at once.
   bool cluster_merge = false;
-  // Warp-MMA kernel, BF16 / FP8 only (experimental): P V split by head dims across the
-  // warps (no O merge across warps); FLASHMSA_DECODE_KERNEL=warp_mma_dsplit.
+  // Warp-MMA kernel: P V split by head dims across the warps (no O merge across warps,
+  // two CTA barriers per page; warp_dsplit_decode_kernel) instead of by tokens.
   bool dims_split = false;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
@@ -111,7 +111,8 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
 /// Which decode kernel a plan runs, with its tiling (choose_decode_schedule).
 struct DecodeSchedule {
   bool warp_mma = false;    // launch_sparse_attention_warp_mma, else launch_sparse_attention
-  bool dims_split = false;  // warp_mma with DecodeParams::dims_split (forced only, experimental)
+  bool dims_split = false;  // warp_mma with DecodeParams::dims_split (see below)
+  bool kernel_forced = false;  // FLASHMSA_DECODE_KERNEL chose warp_mma / dims_split / tile
   int queries_per_cta = 1;  // DecodeParams::queries_per_cta (1 for the warp-MMA kernel)
   int num_splits = 1;       // DecodeParams::num_splits
 };
@@ -120,11 +121,20 @@ struct DecodeSchedule {
 /// kernel (one CTA per (query row, KV head, split)) when rows x KV heads x 4 <= SMs, i.e.
 /// small batches where the wgmma tile kernel would leave most of the GPU idle; its split
 /// count is the largest <= 16 that fits one wave, then lowered to ceil(16 / pages per
-/// split) so that no split of a 16-page row is left without pages. Otherwise the tile kernel with
-/// queries_per_cta() and choose_num_splits(). FLASHMSA_DECODE_KERNEL=warp_mma|tile
-/// forces a kernel (benchmark hook, logged once).
+/// split) so that no split of a 16-page row is left without pages. The warp-MMA kernel
+/// splits P V by head dims across its warps (dims_split) when each split CTA holds at
+/// most one page of a full row (16 splits), or two pages (8 splits) of a BF16 cache;
+/// with more pages per CTA its two CTA barriers per page cost more than the token split's
+/// single merge (H200, session 14: b1 Q1 4K 64/4 BF16 7.5 us against 9.1; b1 Q8 4K 64/4
+/// FP8, 4 pages per CTA, 18.6 against 12.5; docs/decode-design.md). Otherwise the tile
+/// kernel with queries_per_cta() and choose_num_splits(). FLASHMSA_DECODE_KERNEL=
+/// warp_mma|warp_mma_dsplit|tile forces a kernel (benchmark and test hook, logged once).
+/// bf16: the cache format is BF16 (KvFormat::bf16).
 DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
-                                      int num_sms);
+                                      int num_sms, bool bf16);
+
+/// The automatic dims-split rule of choose_decode_schedule for num_splits warp-MMA splits.
+bool warp_mma_dims_split(int num_splits, bool bf16);
 
 /// The warp-MMA decode kernel (decode_warp_mma.cu): decode only (cu_seqlens == nullptr),
 /// queries_per_cta ignored (one query row per CTA), group size <= 16, top-k <= 16. The

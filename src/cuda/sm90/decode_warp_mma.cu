@@ -66,6 +66,7 @@ namespace gm = ::flashmsa::cuda::sm90::gmma;
 namespace cg = ::cooperative_groups;
 using at::ex2_approx;
 using at::kLog2e;
+using at::kLog2_448;
 using gm::f16x2_hi;
 using gm::f16x2_lo;
 
@@ -627,9 +628,9 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
 // (device, format, S).
 
 // ---------------------------------------------------------------------------------------
-// Experimental (branch decode-wmma-dsplit, not yet run on a GPU): the same CTA shape, with
-// P V split by head dims across the warps instead of by tokens, so there is no O merge
-// across warps. Per page:
+// The dims-split variant (the plan's choice for one or two pages per split CTA, see
+// choose_decode_schedule): the same CTA shape, with P V split by head dims across the
+// warps instead of by tokens, so there is no O merge across warps. Per page:
 //   S: warp w computes S for tokens [16w, 16w + 16) (as above);
 //   the row max is reduced through shared memory (barrier 1), so all warps share one
 //   running max and the sums need no rescaling across warps;
@@ -637,19 +638,23 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
 //   P V: warp w multiplies P (16 x 128) by V (128 tokens x head dims [16w, 16w + 16)).
 // V of those 16 dims is loaded by the warp into a warp-private tile (cp.async, __syncwarp
 // before use). n-tile nt, column n of the P V product is head dim 16w + 2n + nt, so a
-// thread reads one 32-bit (BF16) or 16-bit (E4M3) pair per token. BF16 and E4M3 only.
+// thread reads one 32-bit (BF16) or 16-bit (E4M3) pair per token. NVFP4: the warp copies
+// the 8 code bytes of its 16 dims per token and each lane dequantises the tokens it
+// copied (E4M3_sat(e2m1 x scale), spec D7) into a warp-private E4M3 tile, read as FP8.
 template <int FMT>
 struct DsplitBytes {
-  static_assert(FMT != at::kNvfp4, "the dims-split kernel takes BF16 or FP8 caches");
-  static constexpr int kKSlots = FMT == at::kBf16 ? 8 : 4;           // per-thread 16-byte K slots
-  static constexpr int kVTok = FMT == at::kBf16 ? 48 : 16;           // V tile bytes per token (BF16 padded)
-  static constexpr int kVChunks = FMT == at::kBf16 ? 8 : 4;          // 16-byte V chunks per lane per page
+  static constexpr bool kNv = FMT == at::kNvfp4;
+  static constexpr int kKSlots = FMT == at::kBf16 ? 8 : (kNv ? 2 : 4);  // per-thread 16-byte K slots
+  static constexpr int kVTok = FMT == at::kBf16 ? 48 : 16;              // V tile bytes per token (BF16 padded)
+  static constexpr int kVStageTok = kNv ? 8 : kVTok;                    // bytes per token cp.async writes
+  static constexpr int kVChunks = FMT == at::kBf16 ? 8 : 4;             // V copies per lane per page
   static constexpr int kKRing = kStages * kKSlots * kThreads * 16;
-  static constexpr int kVTile = 128 * kVTok;                          // one warp, one stage
-  static constexpr int kVRing = kStages * kWarps * kVTile;
-  static constexpr int kPRow = 68;                                    // 32-bit words per P row (padded)
+  static constexpr int kVTile = 128 * kVTok;                            // one warp
+  static constexpr int kVRing = kStages * kWarps * 128 * kVStageTok;    // [stage][warp][token]
+  static constexpr int kVConv = kNv ? kWarps * kVTile : 0;              // NVFP4: the E4M3 V tile
+  static constexpr int kPRow = 68;                                      // 32-bit words per P row (padded)
   static constexpr int kP = 16 * kPRow * 4;
-  static constexpr int kSmem = kKRing + kVRing + kP;
+  static constexpr int kSmem = kKRing + kVRing + kVConv + kP;
 };
 
 template <int FMT>
@@ -659,7 +664,8 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
   extern __shared__ uint4 dyn[];
   uint4* kring = dyn;                                                          // [stage][slot][thread]
   std::uint8_t* vring = reinterpret_cast<std::uint8_t*>(dyn) + B::kKRing;      // [stage][warp][token][kVTok]
-  std::uint32_t* ptile = reinterpret_cast<std::uint32_t*>(vring + B::kVRing);  // [16][kPRow]
+  std::uint8_t* vconv = vring + B::kVRing;                                      // NVFP4: [warp][token][16]
+  std::uint32_t* ptile = reinterpret_cast<std::uint32_t*>(vconv + B::kVConv);  // [16][kPRow]
   __shared__ int s_phys[16];
   __shared__ int s_limit[16];
   __shared__ int s_n;
@@ -684,7 +690,11 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
 
   const int eb = FMT == at::kBf16 ? 2 : 1;
   auto kslot = [&](int stage, int i) { return kring + (stage * B::kKSlots + i) * kThreads + tid; };
-  auto vtile = [&](int stage) { return vring + (stage * kWarps + w) * B::kVTile; };
+  auto vtile = [&](int stage) { return vring + (stage * kWarps + w) * (128 * B::kVStageTok); };
+  // NVFP4 block scales of the page in flight, loaded (plain loads) when its copies are
+  // issued: K blocks 2c, 2c + 1 of tokens t0 + 8nt + g; V block w of tokens lane + 32j.
+  // 0 for tokens past the limit (zero codes x a garbage NaN scale would poison P V).
+  std::uint32_t sk_next[2] = {0u, 0u}, sv_next[4] = {0u, 0u, 0u, 0u};
   auto issue = [&](int i) {
     const int stage = i % kStages;
     const int phys = s_phys[i], lim = s_limit[i];
@@ -697,9 +707,15 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
     for (int nt = 0; nt < 2; ++nt) {  // K tokens t0 + 8nt + g, dims [32c, 32c + 32)
       const int t = t0 + 8 * nt + g;
       const bool ok = t <= lim;
-      const std::uint8_t* src = kb + (ok ? t : 0) * ktok + (FMT == at::kBf16 ? 64 : 32) * c;
+      const std::uint8_t* src = kb + (ok ? t : 0) * ktok + 16 * B::kKSlots / 2 * c;
 #pragma unroll
       for (int j = 0; j < B::kKSlots / 2; ++j) cp_async16_zfill(kslot(stage, nt * (B::kKSlots / 2) + j), src + 16 * j, ok);
+      if constexpr (B::kNv) {
+        const std::uint8_t* ks = p.k_scale + phys * p.ks_stride[0] + kv * p.ks_stride[1];
+        sk_next[nt] = ok ? at::nvfp4_scale(ks, p.ks_stride[2], p.k_swizzled, t, 2 * c) |
+                               (static_cast<std::uint32_t>(at::nvfp4_scale(ks, p.ks_stride[2], p.k_swizzled, t, 2 * c + 1)) << 8)
+                         : 0u;
+      }
     }
     std::uint8_t* vt = vtile(stage);
 #pragma unroll
@@ -708,7 +724,13 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
       const int t = FMT == at::kBf16 ? chunk >> 1 : chunk;
       const int half = FMT == at::kBf16 ? chunk & 1 : 0;
       const bool ok = t <= lim;
-      cp_async16_zfill(vt + t * B::kVTok + 16 * half, vb + (ok ? t : 0) * vtok + 16 * w * eb + 16 * half, ok);
+      if constexpr (B::kNv) {  // 16 codes = 8 bytes
+        cp_async8_zfill(vt + t * 8, vb + (ok ? t : 0) * vtok + 8 * w, ok);
+        const std::uint8_t* vs = p.v_scale + phys * p.vs_stride[0] + kv * p.vs_stride[1];
+        sv_next[j] = ok ? at::nvfp4_scale(vs, p.vs_stride[2], p.v_swizzled, t, w) : 0u;
+      } else {
+        cp_async16_zfill(vt + t * B::kVTok + 16 * half, vb + (ok ? t : 0) * vtok + 16 * w * eb + 16 * half, ok);
+      }
     }
     cp_async_commit_mem();
   };
@@ -721,12 +743,27 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
   if (n > 0) issue(0);
   for (int i = 0; i < n; ++i) {
     __syncwarp();  // every lane is done reading the V tile stage issue(i + 1) overwrites
+    std::uint32_t sk[2] = {sk_next[0], sk_next[1]};  // page i's NVFP4 scales (unused otherwise)
+    std::uint32_t sv[4] = {sv_next[0], sv_next[1], sv_next[2], sv_next[3]};
     if (i + 1 < n) issue(i + 1);
     else cp_async_commit_mem();
     cp_async_wait_mem<1>();
-    __syncwarp();  // the warp's V tile chunks, landed by all its lanes
     const int lim = s_limit[i];
     const int stage = i % kStages;
+    if constexpr (B::kNv) {  // each lane dequantises the V codes it copied: E4M3_sat(e2m1 x scale)
+      const std::uint8_t* raw = vtile(stage);
+      std::uint8_t* dst = vconv + w * B::kVTile;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int t = lane + 32 * j;
+        const uint2 x = *reinterpret_cast<const uint2*>(raw + t * 8);
+        const std::uint32_t sc = scale_splat(sv[j]);
+        *reinterpret_cast<uint4*>(dst + t * 16) =
+            make_uint4(nvfp4x4_to_e4m3x4(x.x & 0xffffu, sc), nvfp4x4_to_e4m3x4(x.x >> 16, sc),
+                       nvfp4x4_to_e4m3x4(x.y & 0xffffu, sc), nvfp4x4_to_e4m3x4(x.y >> 16, sc));
+      }
+    }
+    __syncwarp();  // the warp's V tile (copies landed, or dequantised), visible to all its lanes
     // S = Q K^T for tokens t0 + 8nt + {2c, 2c + 1} (rows g, g + 8).
     float s[2][4];
 #pragma unroll
@@ -739,15 +776,30 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
           kw[4 * j] = v.x; kw[4 * j + 1] = v.y; kw[4 * j + 2] = v.z; kw[4 * j + 3] = v.w;
         }
       } else {
+        std::uint32_t x[8];  // E4M3 bytes of dims 32c + 4j .. + 3
+        if constexpr (FMT == at::kFp8) {
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const uint4 v = *kslot(stage, nt * 2 + j);
-          const std::uint32_t x[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            kw[8 * j + 2 * k] = f16x2_lo(x[k]);
-            kw[8 * j + 2 * k + 1] = f16x2_hi(x[k]);
+          for (int j = 0; j < 2; ++j) {
+            const uint4 v = *kslot(stage, nt * 2 + j);
+            x[4 * j] = v.x; x[4 * j + 1] = v.y; x[4 * j + 2] = v.z; x[4 * j + 3] = v.w;
           }
+        } else {
+          const uint4 v = *kslot(stage, nt);  // 32 codes, byte j = dims 32c + 2j, +1
+          const std::uint32_t cw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {  // block scale of dims 32c + 16h ..
+            const std::uint32_t sc = scale_splat((sk[nt] >> (8 * h)) & 0xffu);
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+              x[4 * h + 2 * k] = nvfp4x4_to_e4m3x4(cw[2 * h + k] & 0xffffu, sc);
+              x[4 * h + 2 * k + 1] = nvfp4x4_to_e4m3x4(cw[2 * h + k] >> 16, sc);
+            }
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          kw[2 * j] = f16x2_lo(x[j]);
+          kw[2 * j + 1] = f16x2_hi(x[j]);
         }
       }
       s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
@@ -808,7 +860,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
       }
     __syncthreads();  // barrier 2: the whole P tile
     // O(16 x dims 16w + 2n + nt) += P (16 x 128) V (128 x 16): 8 k-steps of 16 tokens.
-    const std::uint8_t* vt = vtile(stage);
+    const std::uint8_t* vt = B::kNv ? vconv + w * B::kVTile : vtile(stage);
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
       std::uint32_t pa[4];
@@ -896,14 +948,12 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
   }
 }
 
-// The kernel and its dynamic shared memory for (FMT, dims split): the dims-split kernel
-// exists for BF16 and FP8 only (NVFP4 always runs warp_mma_decode_kernel).
+// The kernel and its dynamic shared memory for (FMT, dims split).
 template <int FMT, bool kDsplit>
 struct WarpKernel {
-  static constexpr bool kUseDsplit = kDsplit && FMT != at::kNvfp4;
-  static constexpr int kSmem = kUseDsplit ? DsplitBytes<kUseDsplit ? FMT : at::kBf16>::kSmem : Slots<FMT>::kSmem;
+  static constexpr int kSmem = kDsplit ? DsplitBytes<FMT>::kSmem : Slots<FMT>::kSmem;
   static auto fn() {
-    if constexpr (kUseDsplit) return &warp_dsplit_decode_kernel<FMT>;
+    if constexpr (kDsplit) return &warp_dsplit_decode_kernel<FMT>;
     else return &warp_mma_decode_kernel<FMT>;
   }
 };
@@ -1041,7 +1091,8 @@ int warp_mma_cluster_capacity(int kv_format, int num_splits, bool dims_split) {
       return dims_split ? cluster_capacity<at::kBf16, true>(num_splits) : cluster_capacity<at::kBf16, false>(num_splits);
     case at::kFp8:
       return dims_split ? cluster_capacity<at::kFp8, true>(num_splits) : cluster_capacity<at::kFp8, false>(num_splits);
-    case at::kNvfp4: return cluster_capacity<at::kNvfp4, false>(num_splits);
+    case at::kNvfp4:
+      return dims_split ? cluster_capacity<at::kNvfp4, true>(num_splits) : cluster_capacity<at::kNvfp4, false>(num_splits);
     default: return 0;
   }
 }
@@ -1061,7 +1112,9 @@ int launch_sparse_attention_warp_mma(const DecodeParams& p, int kv_format, bool 
     case at::kFp8:
       if (!q_is_e4m3) return cudaErrorInvalidValue;
       return p.dims_split ? launch_fmt<at::kFp8, true>(p, s) : launch_fmt<at::kFp8, false>(p, s);
-    case at::kNvfp4: return q_is_e4m3 ? launch_fmt<at::kNvfp4, false>(p, s) : cudaErrorInvalidValue;
+    case at::kNvfp4:
+      if (!q_is_e4m3) return cudaErrorInvalidValue;
+      return p.dims_split ? launch_fmt<at::kNvfp4, true>(p, s) : launch_fmt<at::kNvfp4, false>(p, s);
     default: return cudaErrorInvalidValue;
   }
 }
