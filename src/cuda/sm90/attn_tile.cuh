@@ -109,6 +109,21 @@ __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, boo
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(gm::smem_addr(dst)), "l"(src),
                "r"(valid ? 16 : 0));
 }
+// The same with a shared-space destination address (gm::smem_addr).
+__device__ __forceinline__ void cp_async16_zfill_s(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+// Shared loads and stores by shared-space address: the page conversions index their
+// tiles from a generic base the compiler cannot prove shared (it emitted generic LD/ST).
+__device__ __forceinline__ uint2 lds64(std::uint32_t a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void sts128(std::uint32_t a, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -119,34 +134,45 @@ __device__ __forceinline__ void fence_view_async_shared() {
 
 enum : int { kSideK = 0, kSideV = 1 };
 
-/// Stage 1 of a page load for one side (all `nthr` threads, index `tid`): the cp.async
+/// Stage 1 of a page load for one side (all NTHR threads, index `tid`): the cp.async
 /// copies into the stage region. BF16 K/V and the QGMMA E4M3 K go straight to their
 /// tiles; the rest goes to raw buffers for `convert_side`. Tokens >= valid are zero-filled.
-template <int FMT, bool QK16, int SIDE>
-__device__ __forceinline__ void issue_side_copy(const PageSrc& s, std::uint8_t* stage, int valid, int tid,
-                                                int nthr) {
+/// Thread tid copies chunk tid % C (C 16-byte chunks per token) of tokens tid / C + S i
+/// (S = NTHR / C tokens per pass, a multiple of 8): its SW128 swizzle is the same in every
+/// pass, so the addresses advance by constants (the per-chunk division, swizzle and 64-bit
+/// product chain measured 30 % of the decode tile kernel's instructions, ncu, session 14).
+template <int FMT, bool QK16, int SIDE, int NTHR>
+__device__ __forceinline__ void issue_side_copy(const PageSrc& s, std::uint8_t* stage, int valid, int tid) {
   using B = PageBytes<FMT, QK16>;
   const std::uint8_t* src = SIDE == kSideK ? s.k : s.v;
   const std::int64_t tok = SIDE == kSideK ? s.k_tok : s.v_tok;
   constexpr int kRow = FMT == kBf16 ? 256 : (FMT == kFp8 ? 128 : 64);  // global bytes per token
+  constexpr int kC = kRow / 16;
+  constexpr int kS = NTHR / kC;
+  static_assert(NTHR % kC == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
   constexpr bool kTile = FMT == kBf16 || (SIDE == kSideK && B::kKInStage);  // straight into the SW128 tile
   std::uint8_t* dst = SIDE == kSideK ? (kTile ? B::k_tile(stage, nullptr) : B::raw_k(stage))
                                      : (kTile ? B::v_tile(stage, nullptr) : B::raw_v(stage));
-  for (int c = tid; c < 128 * (kRow / 16); c += nthr) {
-    const int t = c / (kRow / 16), b = (c % (kRow / 16)) * 16;
-    const bool ok = t < valid;
-    const int ts = ok ? t : 0;
-    cp_async16_zfill(dst + (kTile ? gm::sw128_offset(t, b, 128) : static_cast<std::uint32_t>(t * kRow + b)),
-                     src + ts * tok + b, ok);
+  const int t0 = static_cast<int>(static_cast<unsigned>(tid) / kC);
+  const int b = static_cast<int>(static_cast<unsigned>(tid) % kC) * 16;
+  const std::uint32_t d0 =
+      gm::smem_addr(dst) + (kTile ? gm::sw128_offset(t0, b, 128) : static_cast<std::uint32_t>(t0 * kRow + b));
+  const std::uint8_t* g0 = src + b;             // token 0 (the zero-fill source)
+  const std::uint8_t* g = g0 + t0 * tok;        // token t0 + kS i
+  const std::int64_t step = static_cast<std::int64_t>(kS) * tok;
+#pragma unroll
+  for (int i = 0; i < 128 / kS; ++i) {
+    const bool ok = t0 + kS * i < valid;
+    cp_async16_zfill_s(d0 + static_cast<std::uint32_t>(kS * i * (kTile ? 128 : kRow)), ok ? g : g0, ok);
+    g += step;
   }
 }
 
 /// Both sides of `issue_side_copy`.
-template <int FMT, bool QK16 = false>
-__device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* stage, int valid, int tid,
-                                                int nthr) {
-  issue_side_copy<FMT, QK16, kSideK>(s, stage, valid, tid, nthr);
-  issue_side_copy<FMT, QK16, kSideV>(s, stage, valid, tid, nthr);
+template <int FMT, bool QK16, int NTHR>
+__device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* stage, int valid, int tid) {
+  issue_side_copy<FMT, QK16, kSideK, NTHR>(s, stage, valid, tid);
+  issue_side_copy<FMT, QK16, kSideV, NTHR>(s, stage, valid, tid);
 }
 
 // Four E2M1 codes (16 bits, code j in bits 4j..4j+3) -> two f16x2 words (exact): the
@@ -164,11 +190,9 @@ __device__ __forceinline__ void e2m1x4_to_f16x4(std::uint32_t x, std::uint32_t& 
 
 // 16 NVFP4 values (8 code bytes, even element in the low nibble) x block scale ->
 // E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 8 x e4m3x2.
-__device__ __forceinline__ void nvfp4_group_to_e4m3(const std::uint8_t* codes, std::uint8_t scale,
-                                                    std::uint16_t (&out)[8]) {
+__device__ __forceinline__ void nvfp4_group_to_e4m3(uint2 in, std::uint8_t scale, std::uint16_t (&out)[8]) {
   const std::uint32_t s16 = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(scale * 0x101u));
   const __half2 s2 = *reinterpret_cast<const __half2*>(&s16);
-  const uint2 in = *reinterpret_cast<const uint2*>(codes);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const std::uint32_t x = ((i < 2 ? in.x : in.y) >> (16 * (i & 1))) & 0xffffu;
@@ -190,46 +214,60 @@ __device__ __forceinline__ std::uint8_t nvfp4_scale(const std::uint8_t* plane, s
   return plane[so];
 }
 
-// 8 E4M3 bytes -> 8 F16 values (16 bytes) stored at `dst` (exact).
+// 8 E4M3 bytes -> 8 F16 values (16 bytes, exact).
+__device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint2 in) {
+  return make_uint4(gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.x & 0xffffu)),
+                    gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.x >> 16)),
+                    gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.y & 0xffffu)),
+                    gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.y >> 16)));
+}
+// ... stored at `dst`.
 __device__ __forceinline__ void store_e4m3x8_as_f16(std::uint8_t* dst, uint2 in) {
-  const std::uint16_t* h = reinterpret_cast<const std::uint16_t*>(&in);
-  *reinterpret_cast<uint4*>(dst) = make_uint4(gm::e4m3x2_to_f16x2(h[0]), gm::e4m3x2_to_f16x2(h[1]),
-                                              gm::e4m3x2_to_f16x2(h[2]), gm::e4m3x2_to_f16x2(h[3]));
+  *reinterpret_cast<uint4*>(dst) = e4m3x8_to_f16x8(in);
 }
 
 /// Stage 2 of a page load for one side, after its copies completed and a barrier: raw
 /// bytes of the stage region -> the tile in the conv region: FP8 V -> F16; FP8 K -> F16
 /// (QK16); NVFP4 K -> E4M3 (F16 with QK16); NVFP4 V -> F16. A no-op where the side went
 /// straight to its tile. Ends with the proxy fence; the caller still needs a barrier
-/// before the warpgroups read the tile.
-template <int FMT, bool QK16, int SIDE>
+/// before the warpgroups read the tile. As in issue_side_copy, a thread keeps one
+/// (chunk, swizzle) and steps over tokens, with shared-space loads and stores.
+template <int FMT, bool QK16, int SIDE, int NTHR>
 __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
-                                             int tid, int nthr) {
+                                             int tid) {
   using B = PageBytes<FMT, QK16>;
-  std::uint8_t* tile = SIDE == kSideK ? B::k_tile(stage, conv) : B::v_tile(stage, conv);
-  const std::uint8_t* raw = SIDE == kSideK ? B::raw_k(stage) : B::raw_v(stage);
+  const std::uint32_t tile = gm::smem_addr(SIDE == kSideK ? B::k_tile(stage, conv) : B::v_tile(stage, conv));
+  const std::uint32_t raw = gm::smem_addr(SIDE == kSideK ? B::raw_k(stage) : B::raw_v(stage));
+  const unsigned ut = static_cast<unsigned>(tid);
   if constexpr (FMT == kFp8 && (SIDE == kSideV || QK16)) {
-    for (int c = tid; c < 128 * 16; c += nthr) {  // (token, 8 dims)
-      const int t = c >> 4, d0 = (c & 15) * 8;
-      store_e4m3x8_as_f16(tile + gm::sw128_offset(t, 2 * d0, 128), *reinterpret_cast<const uint2*>(raw + t * 128 + d0));
-    }
+    constexpr int kS = NTHR / 16;  // (token, 8 dims): 16 per token
+    static_assert(NTHR % 16 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
+    const int t0 = static_cast<int>(ut >> 4), d0 = static_cast<int>(ut & 15u) * 8;
+    const std::uint32_t r0 = raw + t0 * 128 + d0, w0 = tile + gm::sw128_offset(t0, 2 * d0, 128);
+#pragma unroll 4
+    for (int i = 0; i < 128 / kS; ++i) sts128(w0 + kS * 128 * i, e4m3x8_to_f16x8(lds64(r0 + kS * 128 * i)));
   } else if constexpr (FMT == kNvfp4) {
+    constexpr int kS = NTHR / 8;  // (token, group of 16 dims): 8 per token
+    static_assert(NTHR % 8 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
     const std::uint8_t* plane = SIDE == kSideK ? s.ks : s.vs;
     const std::int64_t plane_tok = SIDE == kSideK ? s.ks_tok : s.vs_tok;
     const bool swz = SIDE == kSideK ? s.k_swz : s.v_swz;
-    for (int c = tid; c < 128 * 8; c += nthr) {  // (token, group of 16 dims)
-      const int t = c >> 3, grp = c & 7;
+    const int t0 = static_cast<int>(ut >> 3), grp = static_cast<int>(ut & 7u);
+    const std::uint32_t r0 = raw + t0 * 64 + grp * 8;
+#pragma unroll 2
+    for (int i = 0; i < 128 / kS; ++i) {
+      const int t = t0 + kS * i;
       std::uint16_t q[8];
-      nvfp4_group_to_e4m3(raw + t * 64 + grp * 8, t < valid ? nvfp4_scale(plane, plane_tok, swz, t, grp) : 0, q);
+      nvfp4_group_to_e4m3(lds64(r0 + kS * 64 * i), t < valid ? nvfp4_scale(plane, plane_tok, swz, t, grp) : 0, q);
       if (SIDE == kSideK && !QK16) {
-        *reinterpret_cast<uint4*>(tile + gm::sw128_offset(t, 16 * grp, 128)) =
-            make_uint4(q[0] | (q[1] << 16), q[2] | (q[3] << 16), q[4] | (q[5] << 16), q[6] | (q[7] << 16));
+        sts128(tile + gm::sw128_offset(t, 16 * grp, 128),
+               make_uint4(q[0] | (q[1] << 16), q[2] | (q[3] << 16), q[4] | (q[5] << 16), q[6] | (q[7] << 16)));
       } else {
         std::uint32_t w[8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) w[i] = gm::e4m3x2_to_f16x2(q[i]);
-        *reinterpret_cast<uint4*>(tile + gm::sw128_offset(t, 32 * grp, 128)) = make_uint4(w[0], w[1], w[2], w[3]);
-        *reinterpret_cast<uint4*>(tile + gm::sw128_offset(t, 32 * grp + 16, 128)) = make_uint4(w[4], w[5], w[6], w[7]);
+        for (int k = 0; k < 8; ++k) w[k] = gm::e4m3x2_to_f16x2(q[k]);
+        sts128(tile + gm::sw128_offset(t, 32 * grp, 128), make_uint4(w[0], w[1], w[2], w[3]));
+        sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), make_uint4(w[4], w[5], w[6], w[7]));
       }
     }
   }
@@ -237,15 +275,16 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
   (void)valid;
   (void)tile;
   (void)raw;
+  (void)ut;
   fence_view_async_shared();
 }
 
 /// Both sides of `convert_side`.
-template <int FMT, bool QK16 = false>
+template <int FMT, bool QK16, int NTHR>
 __device__ __forceinline__ void convert_page(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
-                                             int tid, int nthr) {
-  convert_side<FMT, QK16, kSideK>(s, stage, conv, valid, tid, nthr);
-  convert_side<FMT, QK16, kSideV>(s, stage, conv, valid, tid, nthr);
+                                             int tid) {
+  convert_side<FMT, QK16, kSideK, NTHR>(s, stage, conv, valid, tid);
+  convert_side<FMT, QK16, kSideV, NTHR>(s, stage, conv, valid, tid);
 }
 
 /// QK16 query rows: 8 E4M3 values (chunk `chunk` of 16 per row) widened to F16 into row

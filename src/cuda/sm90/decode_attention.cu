@@ -375,19 +375,19 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   // variant with separate K and V groups and the V conversion overlapping the QK wgmma
   // measured slower on the H200: more barriers per page).
   if (begin < end) {
-    at::issue_page_copy<FMT, QK16>(page_src(begin), body, s_valid[begin], tid, kThreads);
+    at::issue_page_copy<FMT, QK16, kThreads>(page_src(begin), body, s_valid[begin], tid);
     at::cp_async_commit();
     for (int i = begin; i < end; ++i) {
       unsigned char* stage = body + ((i - begin) & 1) * L::kStageBytes;
       if (i + 1 < end)
-        at::issue_page_copy<FMT, QK16>(page_src(i + 1), body + ((i + 1 - begin) & 1) * L::kStageBytes,
-                                       s_valid[i + 1], tid, kThreads);
+        at::issue_page_copy<FMT, QK16, kThreads>(page_src(i + 1), body + ((i + 1 - begin) & 1) * L::kStageBytes,
+                                                 s_valid[i + 1], tid);
       at::cp_async_commit();
       at::cp_async_wait<1>();
       at::fence_view_async_shared();
       __syncthreads();
       if constexpr (FMT != kBf16) {
-        at::convert_page<FMT, QK16>(page_src(i), stage, conv, s_valid[i], tid, kThreads);
+        at::convert_page<FMT, QK16, kThreads>(page_src(i), stage, conv, s_valid[i], tid);
         __syncthreads();
       }
       const long long key = s_key[i];
@@ -408,15 +408,18 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
           // Never past the page's valid tokens, whatever the metadata says.
           limit[r] = !sees ? -1 : min(key == rlocal[r] ? rlast[r] : 127, s_valid[i] - 1);
         }
+        if (limit[0] < 127 || limit[1] < 127) {  // a local page, a short page or an unselected row
+#pragma unroll
+          for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              const int tk = j * 8 + (lane & 3) * 2 + (jj & 1);
+              if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
+            }
+        }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            const int tk = j * 8 + (lane & 3) * 2 + (jj & 1);
-            if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
-            mx[jj >> 1] = fmaxf(mx[jj >> 1], s[4 * j + jj]);
-          }
+        for (int i2 = 0; i2 < 64; ++i2) mx[(i2 >> 1) & 1] = fmaxf(mx[(i2 >> 1) & 1], s[i2]);
         float alpha[2], bias[2];
         at::online_softmax_step<FP8P>(mx, m, l, c2, alpha, bias);
 #pragma unroll

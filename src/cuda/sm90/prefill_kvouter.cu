@@ -673,7 +673,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
   int n0 = 0, pb = 0;  // position of cur's tile 0; page buffer of cur
   {
     const at::PageSrc src = page_src<FMT>(p, cur);
-    at::issue_page_copy<FMT, QK16>(src, page_buf(0), cur.valid, tid, kThreads);
+    at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(0), cur.valid, tid);
     prefetch_scales<FMT>(src, tid);
   }
   at::cp_async_commit();
@@ -694,7 +694,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
     const bool has_next = un < total;
     UnitDesc nxt;
     if (has_next) nxt = w.units[un];
-    at::convert_page<FMT, QK16>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid, kThreads);
+    at::convert_page<FMT, QK16, kThreads>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid);
     __syncthreads();
     const std::uint32_t k_addr = gm::smem_addr(PB::k_tile(page_buf(pb), conv));
     const std::uint32_t v_addr = gm::smem_addr(PB::v_tile(page_buf(pb), conv));
@@ -747,7 +747,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       at::cp_async_commit();
       if (j == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
-        at::issue_page_copy<FMT, QK16>(src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+        at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
         prefetch_scales<FMT>(src, tid);
       }
       at::cp_async_commit();
@@ -771,7 +771,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       at::cp_async_commit();
       if (last == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
-        at::issue_page_copy<FMT, QK16>(src, page_buf(pb ^ 1), nxt.valid, tid, kThreads);
+        at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
         prefetch_scales<FMT>(src, tid);
       }
       at::cp_async_commit();
