@@ -333,6 +333,56 @@ TEST(CudaDecode, SwizzledNvfp4VScales) {
   check_case(c);
 }
 
+// NVFP4 block-scale planes whose token rows are 9 bytes apart (a view of the first 8
+// bytes of [pages, Hkv, 128, 9]): not 8-byte aligned, so the tile kernel's scale copy
+// takes its plain-load path, and the warp-MMA kernels read the scales by stride.
+TEST(CudaDecode, Nvfp4ScalesWithOddTokenStride) {
+  REQUIRE_GPU();
+  Case c;
+  c.format = KvFormat::nvfp4;
+  c.batch = 3;
+  c.q_per_req = 4;
+  c.seq_lens = {300, 5000, 20000};
+  c.seed = 909;
+  const Inputs in = make_inputs(c);
+  const Result cpu = run_cpu(c, in);
+  auto widen = [](const HostTensor& t) {
+    HostTensor w;
+    w.reset(DType::u8, {t.view().shape[0], t.view().shape[1], kPageSize, 9});
+    for (std::int64_t r = 0; r < t.numel() / 8; ++r)
+      for (int j = 0; j < 9; ++j) w.data<std::uint8_t>()[r * 9 + j] = j < 8 ? t.data<std::uint8_t>()[r * 8 + j] : 0x7f;
+    return w;
+  };
+  const HostTensor ks9 = widen(in.k_scale), vs9 = widen(in.v_scale);
+  DeviceTensor dks(ks9), dvs(vs9);
+  auto narrow = [](TensorView v) {
+    v.shape[3] = 8;
+    return v;
+  };
+  for (const char* kernel : kKernels) {
+    ScopedDecodeKernel force(kernel);
+    const int rows = c.batch * c.q_per_req;
+    Result r;
+    r.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
+    r.lse.reset(DType::f32, {rows, c.hq});
+    DeviceInputs d(in);
+    DeviceTensor out(r.out), lse(r.lse);
+    out.poison();
+    lse.poison();
+    SparseDecodePlan plan;
+    ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
+    DecodeRunArgs a = device_run_args(c, in, d, out, lse);
+    a.kv.k.block_scale = narrow(dks.view());
+    a.kv.v.block_scale = narrow(dvs.view());
+    const Status st = plan.run(a);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    out.download(r.out);
+    lse.download(r.lse);
+    expect_close(r, cpu, true, std::string("NVFP4 scale token stride 9, kernel ") + kernel);
+  }
+}
+
 TEST(CudaDecode, QueriesPerRequest) {
   REQUIRE_GPU();
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {

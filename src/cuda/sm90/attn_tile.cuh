@@ -70,7 +70,8 @@ __device__ __forceinline__ void online_softmax_step(float (&mx)[2], float (&m)[2
 
 /// Shared bytes of one page of format FMT, in two regions (all multiples of 1024):
 ///   stage: what cp.async writes (double-buffered by the kernels): the BF16 K and V tiles,
-///          the E4M3 K tile (QGMMA), or the raw E4M3 / NVFP4 bytes awaiting conversion;
+///          the E4M3 K tile (QGMMA), or the raw E4M3 / NVFP4 bytes awaiting conversion,
+///          and for NVFP4 the K and V block scales of the page (1 KB each);
 ///   conv:  the tiles `convert_page` writes (one buffer): F16 V, and F16 / E4M3 K.
 template <int FMT, bool QK16 = false>
 struct PageBytes {
@@ -80,7 +81,8 @@ struct PageBytes {
   static constexpr bool kKInStage = FMT == kBf16 || (FMT == kFp8 && !QK16);
   static constexpr int kRawK = FMT == kNvfp4 ? 8192 : (FMT == kFp8 && QK16 ? 16384 : 0);
   static constexpr int kRawV = FMT == kBf16 ? 0 : (FMT == kFp8 ? 16384 : 8192);
-  static constexpr int kStage = (kKInStage ? kK : kRawK) + (FMT == kBf16 ? kV : kRawV);
+  static constexpr int kScales = FMT == kNvfp4 ? 2048 : 0;  // K then V scales, 128 x 8 bytes each
+  static constexpr int kStage = (kKInStage ? kK : kRawK) + (FMT == kBf16 ? kV : kRawV) + kScales;
   static constexpr int kConv = (kKInStage ? 0 : kK) + (FMT == kBf16 ? 0 : kV);
   static constexpr int kQRow = kWide ? 256 : 128;        // bytes of one query row in the Q tile
   // Tile addresses inside the regions.
@@ -92,6 +94,11 @@ struct PageBytes {
   }
   __device__ static std::uint8_t* raw_k(std::uint8_t* stage) { return stage; }
   __device__ static std::uint8_t* raw_v(std::uint8_t* stage) { return stage + (kKInStage ? kK : kRawK); }
+  // NVFP4: side's block scales, in the global plane's layout (linear: token t at 8 t;
+  // swizzled: the 4x4 layout of spec 4.3, which is contiguous per page and head).
+  __device__ static std::uint8_t* scales(std::uint8_t* stage, int side) {
+    return stage + (kKInStage ? kK : kRawK) + kRawV + 1024 * side;
+  }
 };
 
 /// Where one (physical page, KV head) lives in global memory. Byte pointers and strides.
@@ -168,11 +175,40 @@ __device__ __forceinline__ void issue_side_copy(const PageSrc& s, std::uint8_t* 
   }
 }
 
-/// Both sides of `issue_side_copy`.
+/// NVFP4: the page's block scales of one side into PageBytes::scales, so the conversion
+/// reads them from shared memory instead of waiting on global loads after the page
+/// landed (H200, session 14). cp.async where the plane is aligned for it (8-byte token
+/// rows, or the 16-byte aligned swizzled block), else plain loads and shared stores.
+/// Tokens >= valid may copy garbage: convert_side ignores their scales.
+template <int NTHR>
+__device__ __forceinline__ void issue_scale_copy(const std::uint8_t* plane, std::int64_t tok, bool swz,
+                                                 std::uint8_t* dst, int tid) {
+  const std::uint32_t d = gm::smem_addr(dst);
+  if (swz) {  // 1024 contiguous bytes
+    if ((reinterpret_cast<std::uintptr_t>(plane) & 15u) == 0) {
+      for (int c = tid; c < 64; c += NTHR)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * c), "l"(plane + 16 * c));
+    } else {
+      for (int c = tid; c < 1024; c += NTHR) dst[c] = plane[c];
+    }
+  } else if (((reinterpret_cast<std::uintptr_t>(plane) | static_cast<std::uintptr_t>(tok)) & 7u) == 0) {
+    for (int t = tid; t < 128; t += NTHR)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d + 8 * t), "l"(plane + t * tok));
+  } else {
+    for (int c = tid; c < 1024; c += NTHR) dst[c] = plane[(c >> 3) * tok + (c & 7)];
+  }
+}
+
+/// Both sides of `issue_side_copy` (and of `issue_scale_copy` for NVFP4).
 template <int FMT, bool QK16, int NTHR>
 __device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* stage, int valid, int tid) {
   issue_side_copy<FMT, QK16, kSideK, NTHR>(s, stage, valid, tid);
   issue_side_copy<FMT, QK16, kSideV, NTHR>(s, stage, valid, tid);
+  if constexpr (FMT == kNvfp4) {
+    using B = PageBytes<FMT, QK16>;
+    issue_scale_copy<NTHR>(s.ks, s.ks_tok, s.k_swz, B::scales(stage, kSideK), tid);
+    issue_scale_copy<NTHR>(s.vs, s.vs_tok, s.v_swz, B::scales(stage, kSideV), tid);
+  }
 }
 
 // Four E2M1 codes (16 bits, code j in bits 4j..4j+3) -> two f16x2 words (exact): the
@@ -249,8 +285,7 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
   } else if constexpr (FMT == kNvfp4) {
     constexpr int kS = NTHR / 8;  // (token, group of 16 dims): 8 per token
     static_assert(NTHR % 8 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
-    const std::uint8_t* plane = SIDE == kSideK ? s.ks : s.vs;
-    const std::int64_t plane_tok = SIDE == kSideK ? s.ks_tok : s.vs_tok;
+    const std::uint8_t* plane = B::scales(stage, SIDE);  // the page's scales (issue_scale_copy)
     const bool swz = SIDE == kSideK ? s.k_swz : s.v_swz;
     const int t0 = static_cast<int>(ut >> 3), grp = static_cast<int>(ut & 7u);
     const std::uint32_t r0 = raw + t0 * 64 + grp * 8;
@@ -258,7 +293,7 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
     for (int i = 0; i < 128 / kS; ++i) {
       const int t = t0 + kS * i;
       std::uint16_t q[8];
-      nvfp4_group_to_e4m3(lds64(r0 + kS * 64 * i), t < valid ? nvfp4_scale(plane, plane_tok, swz, t, grp) : 0, q);
+      nvfp4_group_to_e4m3(lds64(r0 + kS * 64 * i), t < valid ? nvfp4_scale(plane, 8, swz, t, grp) : 0, q);
       if (SIDE == kSideK && !QK16) {
         sts128(tile + gm::sw128_offset(t, 16 * grp, 128),
                make_uint4(q[0] | (q[1] << 16), q[2] | (q[3] << 16), q[4] | (q[5] << 16), q[6] | (q[7] << 16)));

@@ -492,22 +492,6 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Works
   }
 }
 
-// NVFP4: convert_page reads the block scales straight from global memory at the start
-// of the unit. Pull the page's scale rows into L1 when its codes are issued so those
-// reads do not stall on HBM (thread t < 128: K scales of token t, else V scales).
-template <int FMT>
-__device__ __forceinline__ void prefetch_scales(const at::PageSrc& src, int tid) {
-  if constexpr (FMT == at::kNvfp4) {
-    const int t = tid & 127;
-    const bool k = tid < 128;
-    const std::uint8_t* plane = k ? src.ks : src.vs;
-    const bool swz = k ? src.k_swz : src.v_swz;
-    const std::int64_t off = swz ? 32 * (t / 4) : t * (k ? src.ks_tok : src.vs_tok);
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(plane + off));
-  }
-}
-
-
 __device__ __forceinline__ void wg_barrier(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
 }
@@ -674,7 +658,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
   {
     const at::PageSrc src = page_src<FMT>(p, cur);
     at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(0), cur.valid, tid);
-    prefetch_scales<FMT>(src, tid);
   }
   at::cp_async_commit();
   issue_q_tile<FMT, QK16>(p, w, cur, 0, G, qpt, q_buf(0), ent_of(0), lim_of(0), tid);
@@ -748,7 +731,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       if (j == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
         at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
-        prefetch_scales<FMT>(src, tid);
       }
       at::cp_async_commit();
       gm::wait<1>();  // PV(n); QK(n+1) stays in flight
@@ -772,7 +754,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       if (last == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
         at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
-        prefetch_scales<FMT>(src, tid);
       }
       at::cp_async_commit();
       gm::wait<0>();
