@@ -50,6 +50,10 @@ struct PagedCacheSide {
   /// nvfp4 only: e4m3 [num_pages, Hkv, 128, 8], one scale per 16 dims.
   /// When `scale_swizzled`, the per-(page, head) 128 x 8 plane must be contiguous
   /// (strides [.., .., 8, 1]) and scale (t, g) sits at nvfp4_scale_offset(t, g, true).
+  /// All 128 token rows of every page must be addressable (the CUDA kernels copy a
+  /// page's whole scale plane with the page; rows past seq_len are read, then ignored).
+  /// Token rows 8-byte aligned (linear) or a 16-byte aligned plane (swizzled) take the
+  /// asynchronous copy; other layouts work through slower plain loads.
   TensorView block_scale;
   bool scale_swizzled = false;
   /// fp8 and nvfp4: FP32 per-tensor scale (k_scale / v_scale), > 0, default 1.

@@ -100,7 +100,12 @@ Status SparseDecodePlan::plan_cuda() {
   queries_per_cta_ = per_cta;
   bool dsplit = sched.dims_split;
   num_splits_ = sched.num_splits;
-  if (const int forced = forced_decode_splits()) num_splits_ = forced;
+  if (const int forced = forced_decode_splits()) {
+    num_splits_ = forced;
+    // The automatic variant follows the split count actually launched.
+    if (sched.warp_mma && !sched.kernel_forced)
+      dsplit = cuda::warp_mma_dims_split(num_splits_, args_.kv_format == KvFormat::bf16);
+  }
   // Warp-MMA splits merge inside a thread-block cluster (no workspace) when every cluster
   // of a launch fits on the GPU at once; FLASHMSA_DECODE_MERGE=combine (read at every
   // plan) sends them to the combine kernel instead.
