@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -214,7 +215,8 @@ DecodeRunArgs device_run_args(const Case& c, const Inputs& in, const DeviceInput
   return a;
 }
 
-Result run_gpu(const Case& c, const Inputs& in) {
+/// One planned GPU run on poisoned outputs; `edit` may change the run arguments first.
+Result run_gpu(const Case& c, const Inputs& in, const std::function<void(DecodeRunArgs&)>& edit = nullptr) {
   Result r;
   const int rows = c.batch * c.q_per_req;
   r.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
@@ -226,7 +228,9 @@ Result run_gpu(const Case& c, const Inputs& in) {
   SparseDecodePlan plan;
   Status s = plan.plan(plan_args(c, in, Device::cuda));
   EXPECT_TRUE(s.ok()) << s.message();
-  s = plan.run(device_run_args(c, in, d, out, lse));
+  DecodeRunArgs a = device_run_args(c, in, d, out, lse);
+  if (edit) edit(a);
+  s = plan.run(a);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   out.download(r.out);
@@ -361,24 +365,10 @@ TEST(CudaDecode, Nvfp4ScalesWithOddTokenStride) {
   };
   for (const char* kernel : kKernels) {
     ScopedDecodeKernel force(kernel);
-    const int rows = c.batch * c.q_per_req;
-    Result r;
-    r.out.reset(DType::bf16, {rows, c.hq, kHeadDim});
-    r.lse.reset(DType::f32, {rows, c.hq});
-    DeviceInputs d(in);
-    DeviceTensor out(r.out), lse(r.lse);
-    out.poison();
-    lse.poison();
-    SparseDecodePlan plan;
-    ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
-    DecodeRunArgs a = device_run_args(c, in, d, out, lse);
-    a.kv.k.block_scale = narrow(dks.view());
-    a.kv.v.block_scale = narrow(dvs.view());
-    const Status st = plan.run(a);
-    ASSERT_TRUE(st.ok()) << st.message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    out.download(r.out);
-    lse.download(r.lse);
+    const Result r = run_gpu(c, in, [&](DecodeRunArgs& a) {
+      a.kv.k.block_scale = narrow(dks.view());
+      a.kv.v.block_scale = narrow(dvs.view());
+    });
     expect_close(r, cpu, true, std::string("NVFP4 scale token stride 9, kernel ") + kernel);
   }
 }

@@ -290,6 +290,58 @@ __device__ __forceinline__ unsigned long long gtime() {
 #define WTRACE_FLUSH()
 #endif
 
+// S (16 x 16) = Q K^T for the warp's tokens t0 + 8nt + {2c, 2c + 1} (rows g, g + 8; see
+// the fragment layouts above). The thread's K bytes sit in slots k0[i * kThreads], i =
+// nt * (slots per token / 2) + j: BF16 8 slots, E4M3 4, NVFP4 2 (one token's 32 codes of
+// dims [32c, 32c + 32) per slot); NVFP4 with the block scales scale_k[nt] (blocks 2c,
+// 2c + 1 in bytes 0, 1). FP8 and NVFP4 K become exact F16 images (spec D7).
+template <int FMT>
+__device__ __forceinline__ void qk_fragments(const uint4* k0, const std::uint32_t (&scale_k)[2],
+                                             const std::uint32_t (&qa)[8][4], float (&s)[2][4]) {
+  constexpr bool kFp8P = FMT != at::kBf16;
+  auto slot = [k0](int i) { return k0 + i * kThreads; };
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    std::uint32_t kw[16];  // word j: dims 32c + 2j, +1 (BF16 / F16 pair)
+    if constexpr (FMT == at::kBf16) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint4 v = *slot(nt * 4 + j);
+        kw[4 * j] = v.x; kw[4 * j + 1] = v.y; kw[4 * j + 2] = v.z; kw[4 * j + 3] = v.w;
+      }
+    } else {
+      std::uint32_t x[8];  // E4M3 bytes of dims 32c + 4j .. + 3
+      if constexpr (FMT == at::kFp8) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const uint4 v = *slot(nt * 2 + j);
+          x[4 * j] = v.x; x[4 * j + 1] = v.y; x[4 * j + 2] = v.z; x[4 * j + 3] = v.w;
+        }
+      } else {
+        const uint4 v = *slot(nt);  // 32 codes, byte j = dims 32c + 2j, +1
+        const std::uint32_t cw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // block scale of dims 32c + 16h ..
+          const std::uint32_t sc = scale_splat((scale_k[nt] >> (8 * h)) & 0xffu);
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            x[4 * h + 2 * k] = nvfp4x4_to_e4m3x4(cw[2 * h + k] & 0xffffu, sc);
+            x[4 * h + 2 * k + 1] = nvfp4x4_to_e4m3x4(cw[2 * h + k] >> 16, sc);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        kw[2 * j] = f16x2_lo(x[j]);
+        kw[2 * j + 1] = f16x2_hi(x[j]);
+      }
+    }
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) mma16816<kFp8P>(s[nt], qa[kk], kw[2 * kk], kw[2 * kk + 1]);
+  }
+}
+
 template <int FMT>
 __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const DecodeParams p) {
   using S = Slots<FMT>;
@@ -404,46 +456,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
     }
     // S = Q K^T for tokens t0 + 8nt + {2c, 2c + 1} (rows g, g + 8).
     float s[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      std::uint32_t kw[16];  // word j: dims 32c + 2j, +1 (BF16 / F16 pair)
-      if constexpr (FMT == at::kBf16) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint4 v = *slot(stage, nt * 4 + j);
-          kw[4 * j] = v.x; kw[4 * j + 1] = v.y; kw[4 * j + 2] = v.z; kw[4 * j + 3] = v.w;
-        }
-      } else {
-        std::uint32_t x[8];  // E4M3 bytes of dims 32c + 4j .. + 3
-        if constexpr (FMT == at::kFp8) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const uint4 v = *slot(stage, nt * 2 + j);
-            x[4 * j] = v.x; x[4 * j + 1] = v.y; x[4 * j + 2] = v.z; x[4 * j + 3] = v.w;
-          }
-        } else {
-          const uint4 v = *slot(stage, nt);  // 32 codes, byte j = dims 32c + 2j, +1
-          const std::uint32_t cw[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {  // block scale of dims 32c + 16h ..
-            const std::uint32_t sc = scale_splat((scale_k[nt] >> (8 * h)) & 0xffu);
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-              x[4 * h + 2 * k] = nvfp4x4_to_e4m3x4(cw[2 * h + k] & 0xffffu, sc);
-              x[4 * h + 2 * k + 1] = nvfp4x4_to_e4m3x4(cw[2 * h + k] >> 16, sc);
-            }
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          kw[2 * j] = f16x2_lo(x[j]);
-          kw[2 * j + 1] = f16x2_hi(x[j]);
-        }
-      }
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) mma16816<kFp8P>(s[nt], qa[kk], kw[2 * kk], kw[2 * kk + 1]);
-    }
+    qk_fragments<FMT>(slot(stage, 0), scale_k, qa, s);
     // Online softmax (per warp): mask tokens past the limit, then P.
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -766,46 +779,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
     __syncwarp();  // the warp's V tile (copies landed, or dequantised), visible to all its lanes
     // S = Q K^T for tokens t0 + 8nt + {2c, 2c + 1} (rows g, g + 8).
     float s[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      std::uint32_t kw[16];
-      if constexpr (FMT == at::kBf16) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint4 v = *kslot(stage, nt * 4 + j);
-          kw[4 * j] = v.x; kw[4 * j + 1] = v.y; kw[4 * j + 2] = v.z; kw[4 * j + 3] = v.w;
-        }
-      } else {
-        std::uint32_t x[8];  // E4M3 bytes of dims 32c + 4j .. + 3
-        if constexpr (FMT == at::kFp8) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const uint4 v = *kslot(stage, nt * 2 + j);
-            x[4 * j] = v.x; x[4 * j + 1] = v.y; x[4 * j + 2] = v.z; x[4 * j + 3] = v.w;
-          }
-        } else {
-          const uint4 v = *kslot(stage, nt);  // 32 codes, byte j = dims 32c + 2j, +1
-          const std::uint32_t cw[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {  // block scale of dims 32c + 16h ..
-            const std::uint32_t sc = scale_splat((sk[nt] >> (8 * h)) & 0xffu);
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-              x[4 * h + 2 * k] = nvfp4x4_to_e4m3x4(cw[2 * h + k] & 0xffffu, sc);
-              x[4 * h + 2 * k + 1] = nvfp4x4_to_e4m3x4(cw[2 * h + k] >> 16, sc);
-            }
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          kw[2 * j] = f16x2_lo(x[j]);
-          kw[2 * j + 1] = f16x2_hi(x[j]);
-        }
-      }
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) mma16816<kFp8P>(s[nt], qa[kk], kw[2 * kk], kw[2 * kk + 1]);
-    }
+    qk_fragments<FMT>(kslot(stage, 0), sk, qa, s);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
