@@ -211,36 +211,15 @@ __device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* 
   }
 }
 
-// Four E2M1 codes (16 bits, code j in bits 4j..4j+3) -> two f16x2 words (exact): the
-// magnitudes' high bytes come from an 8-entry byte table through prmt, signs are moved.
-__device__ __forceinline__ void e2m1x4_to_f16x4(std::uint32_t x, std::uint32_t& w0, std::uint32_t& w1) {
-  // High bytes of the f16 images of 0, 0.5, 1, 1.5, 2, 3, 4, 6 (low bytes are zero).
-  constexpr std::uint32_t kLo = 0x3E3C3800u, kHi = 0x46444240u;
-  std::uint32_t hb;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(hb) : "r"(kLo), "r"(kHi), "r"(x & 0x7777u));
-  asm("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(w0) : "r"(hb), "r"(0u));
-  asm("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(w1) : "r"(hb), "r"(0u));
-  w0 |= ((x << 12) & 0x8000u) | ((x << 24) & 0x80000000u);
-  w1 |= ((x << 4) & 0x8000u) | ((x << 16) & 0x80000000u);
-}
-
 // 16 NVFP4 values (8 code bytes, even element in the low nibble) x block scale ->
 // E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 8 x e4m3x2.
 __device__ __forceinline__ void nvfp4_group_to_e4m3(uint2 in, std::uint8_t scale, std::uint16_t (&out)[8]) {
-  const std::uint32_t s16 = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(scale * 0x101u));
-  const __half2 s2 = *reinterpret_cast<const __half2*>(&s16);
+  const uint2 tab = gm::nvfp4_mag_table(gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(scale * 0x101u)));
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const std::uint32_t x = ((i < 2 ? in.x : in.y) >> (16 * (i & 1))) & 0xffffu;
-    std::uint32_t w[2];
-    e2m1x4_to_f16x4(x, w[0], w[1]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      __half2 prod = __hmul2(*reinterpret_cast<const __half2*>(&w[h]), s2);  // exact in f16
-      std::uint16_t q;
-      asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(q) : "r"(*reinterpret_cast<unsigned*>(&prod)));
-      out[2 * i + h] = q;
-    }
+    const std::uint32_t e = gm::nvfp4x4_lookup(((i < 2 ? in.x : in.y) >> (16 * (i & 1))) & 0xffffu, tab);
+    out[2 * i] = static_cast<std::uint16_t>(e & 0xffffu);
+    out[2 * i + 1] = static_cast<std::uint16_t>(e >> 16);
   }
 }
 

@@ -112,19 +112,6 @@ __device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, 
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
 }
-// Four E2M1 codes (16 bits) x an f16x2 splat of the block scale -> four E4M3_sat values
-// (spec D7, 5.2: the f16 product is exact, rounded once to E4M3) as one word.
-__device__ __forceinline__ std::uint32_t nvfp4x4_to_e4m3x4(std::uint32_t codes16, std::uint32_t scale2) {
-  std::uint32_t w[2];
-  at::e2m1x4_to_f16x4(codes16, w[0], w[1]);
-  std::uint16_t q[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    __half2 prod = __hmul2(*reinterpret_cast<const __half2*>(&w[h]), *reinterpret_cast<const __half2*>(&scale2));
-    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(q[h]) : "r"(*reinterpret_cast<unsigned*>(&prod)));
-  }
-  return static_cast<std::uint32_t>(q[0]) | (static_cast<std::uint32_t>(q[1]) << 16);
-}
 __device__ __forceinline__ std::uint32_t scale_splat(std::uint32_t s8) {
   return gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(s8 * 0x101u));
 }
@@ -322,11 +309,11 @@ __device__ __forceinline__ void qk_fragments(const uint4* k0, const std::uint32_
         const std::uint32_t cw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // block scale of dims 32c + 16h ..
-          const std::uint32_t sc = scale_splat((scale_k[nt] >> (8 * h)) & 0xffu);
+          const uint2 tab = gm::nvfp4_mag_table(scale_splat((scale_k[nt] >> (8 * h)) & 0xffu));
 #pragma unroll
           for (int k = 0; k < 2; ++k) {
-            x[4 * h + 2 * k] = nvfp4x4_to_e4m3x4(cw[2 * h + k] & 0xffffu, sc);
-            x[4 * h + 2 * k + 1] = nvfp4x4_to_e4m3x4(cw[2 * h + k] >> 16, sc);
+            x[4 * h + 2 * k] = gm::nvfp4x4_lookup(cw[2 * h + k] & 0xffffu, tab);
+            x[4 * h + 2 * k + 1] = gm::nvfp4x4_lookup(cw[2 * h + k] >> 16, tab);
           }
         }
       }
@@ -516,11 +503,11 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
           vw[v][0] = x.x; vw[v][1] = x.y; vw[v][2] = x.z; vw[v][3] = x.w;
         } else {
           const uint2 x = *reinterpret_cast<const uint2*>(slot(stage, S::kK + v));  // 16 codes
-          const std::uint32_t sc = scale_splat(scale_v[v]);
-          vw[v][0] = nvfp4x4_to_e4m3x4(x.x & 0xffffu, sc);
-          vw[v][1] = nvfp4x4_to_e4m3x4(x.x >> 16, sc);
-          vw[v][2] = nvfp4x4_to_e4m3x4(x.y & 0xffffu, sc);
-          vw[v][3] = nvfp4x4_to_e4m3x4(x.y >> 16, sc);
+          const uint2 tab = gm::nvfp4_mag_table(scale_splat(scale_v[v]));
+          vw[v][0] = gm::nvfp4x4_lookup(x.x & 0xffffu, tab);
+          vw[v][1] = gm::nvfp4x4_lookup(x.x >> 16, tab);
+          vw[v][2] = gm::nvfp4x4_lookup(x.y & 0xffffu, tab);
+          vw[v][3] = gm::nvfp4x4_lookup(x.y >> 16, tab);
         }
       }
 #pragma unroll
@@ -770,10 +757,10 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
       for (int j = 0; j < 4; ++j) {
         const int t = lane + 32 * j;
         const uint2 x = *reinterpret_cast<const uint2*>(raw + t * 8);
-        const std::uint32_t sc = scale_splat(sv[j]);
+        const uint2 tab = gm::nvfp4_mag_table(scale_splat(sv[j]));
         *reinterpret_cast<uint4*>(dst + t * 16) =
-            make_uint4(nvfp4x4_to_e4m3x4(x.x & 0xffffu, sc), nvfp4x4_to_e4m3x4(x.x >> 16, sc),
-                       nvfp4x4_to_e4m3x4(x.y & 0xffffu, sc), nvfp4x4_to_e4m3x4(x.y >> 16, sc));
+            make_uint4(gm::nvfp4x4_lookup(x.x & 0xffffu, tab), gm::nvfp4x4_lookup(x.x >> 16, tab),
+                       gm::nvfp4x4_lookup(x.y & 0xffffu, tab), gm::nvfp4x4_lookup(x.y >> 16, tab));
       }
     }
     __syncwarp();  // the warp's V tile (copies landed, or dequantised), visible to all its lanes

@@ -27,6 +27,8 @@
 //                 d[4j + 3] = (row 16w + l/4 + 8, col 8j + 2(l%4) + 1),   j = 0..15.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 #include <utility>
 
@@ -160,6 +162,33 @@ __device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t v) {
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(v));
   return r;
 }
+
+/// E4M3 bytes of E4M3_sat(m x s) for the e2m1 magnitudes m = 0, .5, 1, 1.5 (x) and
+/// 2, 3, 4, 6 (y); s2 = the block scale s as an f16x2 splat. The f16 products are exact
+/// and rounded once, as in the CPU backend (spec 5.2, D7). One table serves the 16 codes
+/// of a block (the per-code F16 multiply and rounding it replaces cost about 4x more).
+__device__ __forceinline__ uint2 nvfp4_mag_table(std::uint32_t s2) {
+  constexpr std::uint32_t kM[4] = {0x38000000u, 0x3E003C00u, 0x42004000u, 0x46004400u};  // f16 pairs, low first
+  std::uint32_t q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2 prod = __hmul2(*reinterpret_cast<const __half2*>(&kM[i]), *reinterpret_cast<const __half2*>(&s2));
+    std::uint16_t b;
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(b) : "r"(*reinterpret_cast<const unsigned*>(&prod)));
+    q[i] = b;
+  }
+  return make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
+}
+
+/// Four e2m1 codes (16 bits, code j in bits 4j..4j+3) -> four E4M3 bytes (byte j): the
+/// magnitude from the table, the sign bit flipped by the code's sign (saturating RNE is
+/// symmetric; a negative block scale is already in the table).
+__device__ __forceinline__ std::uint32_t nvfp4x4_lookup(std::uint32_t codes16, uint2 tab) {
+  const std::uint32_t mag = __byte_perm(tab.x, tab.y, codes16 & 0x7777u);
+  const std::uint32_t sgn = __byte_perm(0x8000u, 0u, (codes16 >> 3) & 0x1111u);  // byte 1 = 0x80
+  return mag ^ sgn;
+}
+
 
 /// Two E4M3 bytes (bits 0-15 / 16-31 of w, low byte first) -> f16x2 (exact).
 __device__ __forceinline__ std::uint32_t f16x2_lo(std::uint32_t w) {

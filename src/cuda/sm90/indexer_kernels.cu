@@ -90,29 +90,9 @@ __device__ __forceinline__ void e4m3x4_to_bf16(std::uint32_t w, std::uint32_t* o
   out[1] = e4m3x2_to_bf16x2(w >> 16);
 }
 
-// E4M3 byte value to float (exact), via the hardware f16 conversion.
-__device__ __forceinline__ float e4m3_to_f32(std::uint32_t b) {
-  const std::uint32_t h = g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(b & 0xffu));
-  float lo;
-  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.f32.f16 %0, l;\n}\n" : "=f"(lo) : "r"(h));
-  return lo;
-}
-
-// E4M3 bytes of E4M3_sat(e2m1 x s) for the eight e2m1 magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6
-// (spec 5.2, D7: the NVFP4 -> E4M3 dequantisation of the CPU backend). Negative codes
-// are the same bytes with the sign bit flipped (saturating RNE is symmetric; the block
-// scale itself may be negative).
-__device__ __forceinline__ void nvfp4_table(float s, std::uint32_t* lo, std::uint32_t* hi) {
-  *lo = g::pack_e4m3x4(0.0f * s, 0.5f * s, s, 1.5f * s);
-  *hi = g::pack_e4m3x4(2.0f * s, 3.0f * s, 4.0f * s, 6.0f * s);
-}
-
-// Four e2m1 codes (nibbles of `c`, element 0 lowest) to four E4M3 bytes.
-__device__ __forceinline__ std::uint32_t nvfp4x4(std::uint32_t c, std::uint32_t tlo, std::uint32_t thi) {
-  const std::uint32_t mag = __byte_perm(tlo, thi, c & 0x7777u);
-  const std::uint32_t sign = ((c & 0x8u) << 4) | ((c & 0x80u) << 8) | ((c & 0x800u) << 12) |
-                             ((c & 0x8000u) << 16);
-  return mag ^ sign;
+// An E4M3 block-scale byte as an f16x2 splat (exact), for gmma::nvfp4_mag_table.
+__device__ __forceinline__ std::uint32_t nvfp4_scale_f16x2(std::uint32_t b) {
+  return g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(b * 0x101u));
 }
 
 // One CTA tile: consecutive query rows of one request.
@@ -295,14 +275,13 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
                                         raw.d[1].x, raw.d[1].y, raw.d[1].z, raw.d[1].w};
 #pragma unroll
         for (int blk = 0; blk < 4; ++blk) {  // 16 codes (8 bytes) per e4m3 block scale
-          std::uint32_t tlo, thi;
-          nvfp4_table(e4m3_to_f32((raw.s >> (8 * blk)) & 0xffu), &tlo, &thi);
+          const uint2 tab = g::nvfp4_mag_table(nvfp4_scale_f16x2((raw.s >> (8 * blk)) & 0xffu));
           const std::uint32_t w0 = words[2 * blk], w1 = words[2 * blk + 1];
           uint4 e;  // 16 E4M3 values = dims 16 * (4 half + blk) ..
-          e.x = nvfp4x4(w0 & 0xffffu, tlo, thi);
-          e.y = nvfp4x4(w0 >> 16, tlo, thi);
-          e.z = nvfp4x4(w1 & 0xffffu, tlo, thi);
-          e.w = nvfp4x4(w1 >> 16, tlo, thi);
+          e.x = g::nvfp4x4_lookup(w0 & 0xffffu, tab);
+          e.y = g::nvfp4x4_lookup(w0 >> 16, tab);
+          e.z = g::nvfp4x4_lookup(w1 & 0xffffu, tab);
+          e.w = g::nvfp4x4_lookup(w1 >> 16, tab);
           const int dim0 = 16 * (4 * half + blk);
           if constexpr (kLoad == kNvfp4ToE4m3) {
             *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, dim0, kPage)) = e;
@@ -597,13 +576,12 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
     const std::uint32_t cw[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // block scale of dims 32q + 16 half ..
-      std::uint32_t tlo, thi;
-      nvfp4_table(e4m3_to_f32((s2 >> (8 * half)) & 0xffu), &tlo, &thi);
+      const uint2 tab = g::nvfp4_mag_table(nvfp4_scale_f16x2((s2 >> (8 * half)) & 0xffu));
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const std::uint32_t word = cw[2 * half + i];  // 8 codes = dims 32q + 16 half + 8i ..
-        w[4 * half + 2 * i] = nvfp4x4(word & 0xffffu, tlo, thi);
-        w[4 * half + 2 * i + 1] = nvfp4x4(word >> 16, tlo, thi);
+        w[4 * half + 2 * i] = g::nvfp4x4_lookup(word & 0xffffu, tab);
+        w[4 * half + 2 * i + 1] = g::nvfp4x4_lookup(word >> 16, tab);
       }
     }
   }
