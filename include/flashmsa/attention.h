@@ -153,7 +153,7 @@ class SparseDecodePlan {
   int num_splits_ = 1;                      // CUDA: split-KV factor
   int queries_per_cta_ = 1;                 // CUDA: query rows per CTA of the kernel
   bool cluster_merge_ = false;              // CUDA, warp_mma: splits merge in a cluster
-  const char* kernel_ = "cpu";              // CUDA: "warp_mma" or "tile"
+  const char* kernel_ = "cpu";              // CUDA: "warp_mma", "warp_mma_dsplit" or "tile"
   void* device_workspace_ = nullptr;        // CUDA: split partials (O, LSE), owned
   std::size_t device_workspace_bytes_ = 0;
 };
