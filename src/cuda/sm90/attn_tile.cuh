@@ -214,7 +214,7 @@ __device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* 
 // 16 NVFP4 values (8 code bytes, even element in the low nibble) x block scale ->
 // E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 8 x e4m3x2.
 __device__ __forceinline__ void nvfp4_group_to_e4m3(uint2 in, std::uint8_t scale, std::uint16_t (&out)[8]) {
-  const uint2 tab = gm::nvfp4_mag_table(gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(scale * 0x101u)));
+  const uint2 tab = gm::nvfp4_mag_table(scale);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const std::uint32_t e = gm::nvfp4x4_lookup(((i < 2 ? in.x : in.y) >> (16 * (i & 1))) & 0xffffu, tab);

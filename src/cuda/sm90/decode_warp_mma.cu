@@ -112,9 +112,6 @@ __device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, 
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
 }
-__device__ __forceinline__ std::uint32_t scale_splat(std::uint32_t s8) {
-  return gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(s8 * 0x101u));
-}
 
 // mma.sync m16n8k16, FP32 accumulate: BF16 operands, or F16 (exact images of E4M3).
 template <bool kF16>
@@ -309,7 +306,7 @@ __device__ __forceinline__ void qk_fragments(const uint4* k0, const std::uint32_
         const std::uint32_t cw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // block scale of dims 32c + 16h ..
-          const uint2 tab = gm::nvfp4_mag_table(scale_splat((scale_k[nt] >> (8 * h)) & 0xffu));
+          const uint2 tab = gm::nvfp4_mag_table((scale_k[nt] >> (8 * h)) & 0xffu);
 #pragma unroll
           for (int k = 0; k < 2; ++k) {
             x[4 * h + 2 * k] = gm::nvfp4x4_lookup(cw[2 * h + k] & 0xffffu, tab);
@@ -503,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
           vw[v][0] = x.x; vw[v][1] = x.y; vw[v][2] = x.z; vw[v][3] = x.w;
         } else {
           const uint2 x = *reinterpret_cast<const uint2*>(slot(stage, S::kK + v));  // 16 codes
-          const uint2 tab = gm::nvfp4_mag_table(scale_splat(scale_v[v]));
+          const uint2 tab = gm::nvfp4_mag_table(scale_v[v]);
           vw[v][0] = gm::nvfp4x4_lookup(x.x & 0xffffu, tab);
           vw[v][1] = gm::nvfp4x4_lookup(x.x >> 16, tab);
           vw[v][2] = gm::nvfp4x4_lookup(x.y & 0xffffu, tab);
@@ -757,7 +754,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
       for (int j = 0; j < 4; ++j) {
         const int t = lane + 32 * j;
         const uint2 x = *reinterpret_cast<const uint2*>(raw + t * 8);
-        const uint2 tab = gm::nvfp4_mag_table(scale_splat(sv[j]));
+        const uint2 tab = gm::nvfp4_mag_table(sv[j]);
         *reinterpret_cast<uint4*>(dst + t * 16) =
             make_uint4(gm::nvfp4x4_lookup(x.x & 0xffffu, tab), gm::nvfp4x4_lookup(x.x >> 16, tab),
                        gm::nvfp4x4_lookup(x.y & 0xffffu, tab), gm::nvfp4x4_lookup(x.y >> 16, tab));

@@ -164,10 +164,11 @@ __device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t v) {
 }
 
 /// E4M3 bytes of E4M3_sat(m x s) for the e2m1 magnitudes m = 0, .5, 1, 1.5 (x) and
-/// 2, 3, 4, 6 (y); s2 = the block scale s as an f16x2 splat. The f16 products are exact
-/// and rounded once, as in the CPU backend (spec 5.2, D7). One table serves the 16 codes
-/// of a block (the per-code F16 multiply and rounding it replaces cost about 4x more).
-__device__ __forceinline__ uint2 nvfp4_mag_table(std::uint32_t s2) {
+/// 2, 3, 4, 6 (y); scale = the E4M3 block-scale byte s (0..255). The f16 products are
+/// exact and rounded once, as in the CPU backend (spec 5.2, D7). One table serves the 16
+/// codes of a block (the per-code F16 multiply and rounding it replaces cost about 4x more).
+__device__ __forceinline__ uint2 nvfp4_mag_table(std::uint32_t scale) {
+  const std::uint32_t s2 = e4m3x2_to_f16x2(static_cast<std::uint16_t>(scale * 0x101u));  // f16x2 splat
   constexpr std::uint32_t kM[4] = {0x38000000u, 0x3E003C00u, 0x42004000u, 0x46004400u};  // f16 pairs, low first
   std::uint32_t q[4];
 #pragma unroll

@@ -90,11 +90,6 @@ __device__ __forceinline__ void e4m3x4_to_bf16(std::uint32_t w, std::uint32_t* o
   out[1] = e4m3x2_to_bf16x2(w >> 16);
 }
 
-// An E4M3 block-scale byte as an f16x2 splat (exact), for gmma::nvfp4_mag_table.
-__device__ __forceinline__ std::uint32_t nvfp4_scale_f16x2(std::uint32_t b) {
-  return g::e4m3x2_to_f16x2(static_cast<std::uint16_t>(b * 0x101u));
-}
-
 // One CTA tile: consecutive query rows of one request.
 struct Tile {
   int req;
@@ -275,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
                                         raw.d[1].x, raw.d[1].y, raw.d[1].z, raw.d[1].w};
 #pragma unroll
         for (int blk = 0; blk < 4; ++blk) {  // 16 codes (8 bytes) per e4m3 block scale
-          const uint2 tab = g::nvfp4_mag_table(nvfp4_scale_f16x2((raw.s >> (8 * blk)) & 0xffu));
+          const uint2 tab = g::nvfp4_mag_table((raw.s >> (8 * blk)) & 0xffu);
           const std::uint32_t w0 = words[2 * blk], w1 = words[2 * blk + 1];
           uint4 e;  // 16 E4M3 values = dims 16 * (4 half + blk) ..
           e.x = g::nvfp4x4_lookup(w0 & 0xffffu, tab);
@@ -576,7 +571,7 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
     const std::uint32_t cw[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // block scale of dims 32q + 16 half ..
-      const uint2 tab = g::nvfp4_mag_table(nvfp4_scale_f16x2((s2 >> (8 * half)) & 0xffu));
+      const uint2 tab = g::nvfp4_mag_table((s2 >> (8 * half)) & 0xffu);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const std::uint32_t word = cw[2 * half + i];  // 8 codes = dims 32q + 16 half + 8i ..
