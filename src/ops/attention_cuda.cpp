@@ -260,6 +260,10 @@ Status run_prefill_cuda(const SparseAttentionPrefillArgs& a) {
     p.cu_seqlens = a.cu_seqlens_q.ptr<const std::int32_t>();
     p.cu_stride = a.cu_seqlens_q.stride[0];
     p.stop_after = prefill_stop_after();
+    const std::int64_t partial_rows = static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads;
+    if (partial_rows > cuda::kMaxPartialRows)
+      return Status::InvalidArgument(op, "q", "top-k x query rows x num_q_heads <= 2^31 - 1 (prefill in smaller chunks of query rows)",
+                                     std::to_string(partial_rows));
     const int err = cuda::launch_prefill_kvouter(p, static_cast<int>(a.kv.format), a.stream);
     if (err == 0) return Status::Ok();
     if (cuda::is_out_of_memory(err)) {

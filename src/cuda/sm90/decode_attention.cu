@@ -30,9 +30,19 @@ constexpr int kFoldMaxRowSplits = 256;
 // folded and 14.9 us with the combine kernel, while b32 Q8 10K (2 splits) gained with
 // the fold (130 vs 135 us, BF16).
 constexpr int kFoldMaxSplits = 4;
-// choose_decode_schedule: the warp-MMA kernel when its one-row CTAs leave room for at
-// least this many splits in one wave (<= 4 pages of a top-16 row per CTA).
-constexpr int kWarpMmaMinSplits = 4;
+// choose_decode_schedule: the warp-MMA kernel when its one-row CTAs fit one wave
+// (rows x KV heads <= SMs), or when the tile kernel's M tile (queries per CTA x group
+// size) would hold at most kWarpMmaMaxTileRows of its 128 rows. H200, session 15
+// (docs/bench/h200-2026-11-29-s15, default plan of session 14 vs the warp-MMA kernel,
+// us, BF16 / FP8 / NVFP4):
+//   b2 Q8 4K 64/4 (64 row CTAs):      26.8 / 27.7 / 28.7  vs  20.2 / 14.8 / 22.2
+//   b4 Q8 4K 64/4 (128 row CTAs):     31.5 / 34.6 / 38.4  vs  30.3 / 20.0 / 34.0
+//   b32 Q1 10K 64/4 (128, M = 16):    55.3 / 69.0 / 84.4  vs  38.5 / 22.9 / 36.6
+//   b128 Q1 10K 64/4 (512, M = 16):   156 / 220 / 290     vs  141 / 86 / 140
+//   b8 Q8 10K 64/4 (256, M = 128):    48.9 / 53.5 / 57.7  vs  59.6 / 39.0 / 67.8
+//   b32 Q8 10K 64/4 (1024, M = 128):  116 / 135 / 157     vs  233 / 152 / 263
+// so past one wave only the M = 16 tile (Q 1 with 16 heads per KV head) loses.
+constexpr int kWarpMmaMaxTileRows = 16;
 
 using at::ex2_approx;
 using at::kBf16;
@@ -666,7 +676,10 @@ DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int nu
   const long long rows = static_cast<long long>(batch) * queries_per_request;
   const long long row_ctas = rows * num_kv_heads;  // warp-MMA kernel CTAs before splitting
   const int forced = forced_decode_kernel();
-  s.warp_mma = forced == 1 || forced == 3 || (forced == 0 && row_ctas * kWarpMmaMinSplits <= num_sms);
+  const int tile_rows = queries_per_cta(false, queries_per_request, num_q_heads / num_kv_heads) *
+                        (num_q_heads / num_kv_heads);
+  s.warp_mma = forced == 1 || forced == 3 ||
+               (forced == 0 && (row_ctas <= num_sms || tile_rows <= kWarpMmaMaxTileRows));
   s.kernel_forced = forced != 0;
   if (s.warp_mma) {
     s.queries_per_cta = 1;

@@ -1,14 +1,18 @@
 // SM90 KV-outer sparse attention for prefill (see prefill_kvouter.h for the design).
 #include "cuda/sm90/prefill_kvouter.h"
 
+#include <cuda.h>  // CUtensorMap (the Q gather's TMA descriptor)
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "cuda/sm90/attn_tile.cuh"
 #include "cuda/sm90/decode_attention.h"
+#include "cuda/sm90/pdl.cuh"
 
 namespace flashmsa::cuda {
 namespace {
@@ -30,10 +34,15 @@ constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
 // sub-counter w % nsub of a row, so a page chosen by many queries is not one hot
 // address (the H200 measured 38 + 41 us for plan_count + plan_fill at (16/1, 8192,
 // 32768) with one counter per row). A row's entries stay contiguous in the list, its
-// sub-ranges one after the other. nsub = kSub while the two [N, nsub] arrays stay small
-// (N <= kSubMaxRows CSR rows: 16 MB each), else 1.
-constexpr int kSub = 8;
-constexpr std::int64_t kSubMaxRows = 1 << 19;
+// sub-ranges one after the other. nsub = kSub when rows are hot (at least kSubHotEntries
+// entries per row on average), else 8, while the two [N, nsub] arrays stay small (16 MB
+// each), else 1. At (16/1, 8192, 0) the 64 pages average 2048 entries each and a warp
+// (two queries x 16 slots) aggregates little: the H200 measured the plan at 79 us with
+// 8 sub-counters and 51 us with 32; where rows are not hot, 32 cost more in the scans
+// (40 vs 54 us at (16/1, 8192, 32768), 410 entries per row; session 15, runs G and H).
+constexpr int kSub = 32;
+constexpr std::int64_t kSubHotEntries = 1024;
+constexpr std::int64_t kSubMaxRows = 1 << 19;  // N x 8 ints = 16 MB
 
 // ---------------------------------------------------------------------------------------
 // One work unit: up to kTilesPerUnit M-tiles of one CSR row (page of a request, KV head),
@@ -47,7 +56,7 @@ struct __align__(16) UnitDesc {
 
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
-  int nsub = 1;                     // sub-counters per CSR row (kSub or 1)
+  int nsub = 1;                     // sub-counters per CSR row (kSub, 8 or 1)
   int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed, consumed by the fill)
   int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
   int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
@@ -57,8 +66,8 @@ struct Workspace {
   UnitDesc* units = nullptr;        // [unit capacity]
   int* list = nullptr;              // [Hkv * T * K] (query << 4) | slot
   unsigned* vmask = nullptr;        // [T * Hkv] valid slots (bit k)
-  std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128]
-  float* lse_part = nullptr;        // f32 [K, T, Hq]
+  std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128] unnormalised partial O
+  float* ml_part = nullptr;         // f32 [K, T, Hq, 2] (m c, l): log scale and normaliser of o_part
   std::int64_t bytes = 0;
 };
 
@@ -79,7 +88,8 @@ std::int64_t unit_capacity(const PrefillParams& p) {
 Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
-  w.nsub = N <= kSubMaxRows ? kSub : 1;
+  const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
+  w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
   const std::int64_t S = w.nsub;
   const std::int64_t sizes[10] = {(N * S + 1) * 4,
                                  (N + 1) * 4,
@@ -89,7 +99,7 @@ Workspace carve(const PrefillParams& p, void* base) {
                                  p.num_kv_heads * T * K * 4,
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
-                                 K * T * p.num_q_heads * 4,
+                                 K * T * p.num_q_heads * 8,
                                  N * S * 4};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
@@ -107,7 +117,7 @@ Workspace carve(const PrefillParams& p, void* base) {
   w.list = static_cast<int*>(ptrs[5]);
   w.vmask = static_cast<unsigned*>(ptrs[6]);
   w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
-  w.lse_part = static_cast<float*>(ptrs[8]);
+  w.ml_part = static_cast<float*>(ptrs[8]);
   w.sub_ptr = static_cast<int*>(ptrs[9]);
   w.bytes = off;
   return w;
@@ -115,9 +125,37 @@ Workspace carve(const PrefillParams& p, void* base) {
 
 // ---------------------------------------------------------------------------------------
 // Plan.
+//
+// Kernels in stream order: plan_zero, plan_count, the row scans, plan_units, plan_fill.
+// All but plan_zero are programmatic dependents of their predecessor (pdl.cuh): each
+// triggers its dependent at its start (plan_fill has none: the attention kernel is an
+// ordinary launch) and waits before it touches anything an earlier plan kernel writes,
+// so the next launch, and whatever part of the next kernel reads only the inputs (top-k,
+// block table, lengths), runs under the previous kernel. Every thread waits
+// unconditionally (no return before pdl_wait), so a kernel never completes before its
+// predecessor and completion is transitive down the chain.
+//
+// plan_count and plan_fill run one thread per (query t, KV head g, top-k slot k), thread
+// j = ((t Hkv + g) << 4) | k: the 16 slots of a (query, KV head) are the lanes of one warp
+// half and share validity through warp votes. Both kernels are chains of dependent
+// global round trips (request lookup, top-k, block table, atomics); one thread per
+// (query, KV head) walking its 16 slots ran 32 CTAs at (16/1, 8192, *) on 132 SMs and was
+// latency bound. Per slot, the grid has 16 times the threads, each with one short chain,
+// and a half warp reads its (contiguous) top-k row in one 64-byte access.
 
-// Query row t -> request b (last b with cu[b] <= t) and position p (D4). In range reads only.
-__device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, long long* pos) {
+// Zeroes counts[0, n): the sub-counters and the attention kernel's unit counter. A kernel
+// rather than a memset node, so plan_count can be its programmatic dependent.
+constexpr int kZeroMaxBlocks = 2048;
+__global__ void __launch_bounds__(kPlanThreads) plan_zero(int* counts, long long n) {
+  sm90::pdl_launch_dependents();
+  for (long long x = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x; x < n;
+       x += static_cast<long long>(gridDim.x) * kPlanThreads)
+    counts[x] = 0;
+}
+
+// Query row t -> request b (last b with cu[b] <= t), its KV length seq and the query's
+// position pos (D4). In range reads only.
+__device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, long long* seq, long long* pos) {
   int lo = 0, hi = p.batch - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -127,71 +165,59 @@ __device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, lo
   *b = lo;
   const long long start = p.cu_seqlens[lo * p.cu_stride];
   const long long q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
-  *pos = static_cast<long long>(p.seq_lens[lo * p.seq_lens_stride]) - q_len + (t - start);
+  *seq = p.seq_lens[lo * p.seq_lens_stride];
+  *pos = *seq - q_len + (t - start);
 }
 
-// D1: the valid, first-occurrence entries of topk[t, g, :] (bit k of the mask) and their
-// logical pages. Three passes (top-k reads, block-table reads, checks) so the 16 slots'
-// round trips overlap instead of chaining.
-__device__ __forceinline__ unsigned valid_entries(const PrefillParams& p, int t, int g, int b, long long pos,
-                                                  int (&e)[16]) {
-  unsigned mask = 0;
-#pragma unroll
-  for (int k = 0; k < 16; ++k) e[k] = -1;
-  if (pos < 0) return 0;
-  const long long seq = p.seq_lens[b * p.seq_lens_stride];
-  const long long req_pages = (seq + 127) / 128;
-  const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
-  long long v[16];
-#pragma unroll
-  for (int k = 0; k < 16; ++k) v[k] = k < p.topk_k ? row[k * p.topk_stride[2]] : -1;
-  int phys[16];
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    const bool in = v[k] >= 0 && v[k] < req_pages && v[k] <= pos / 128 && v[k] < p.bt_width;
-    phys[k] = in ? p.block_table[b * p.bt_stride[0] + v[k] * p.bt_stride[1]] : -1;
-  }
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    bool ok = phys[k] >= 0 && phys[k] < p.num_pages;  // also false when v[k] was rejected
-#pragma unroll
-    for (int j = 0; j < k; ++j) ok = ok && e[j] != v[k];
-    if (ok) {
-      e[k] = static_cast<int>(v[k]);
-      mask |= 1u << k;
+// Sub-counter of the entry of thread j: that of its warp, j >> 5 (see kSub; nsub is 32, 8 or 1,
+// so a mask). A warp holds two (query, KV head) pairs and consecutive warps the next ones,
+// so a page chosen by many neighbouring queries spreads over all sub-counters. plan_count and plan_fill run the
+// same grid with the same thread per entry, so both see the same sub-counter.
+__device__ __forceinline__ int plan_sub(const Workspace& w, long long j) {
+  return static_cast<int>((j >> 5) & (w.nsub - 1));
+}
+
+// D1 per slot, one thread each (see above): slot k of (t, g) is valid iff k < K, the query
+// position is >= 0, its page v = topk[t, g, k] is in [0, request pages), v <= pos / 128,
+// v < W, the block-table entry is in [0, num_pages), and no earlier valid slot of the
+// row has the same page (duplicates count once). The top-k read does not wait for the
+// request lookup; the block-table read follows both. The 16 lanes of a row share through
+// one __match_any_sync on the slot's (CSR row, sub-counter) key: inside a row the key
+// is the page, so an accepted slot is a duplicate iff a lower lane of its half has the
+// same key (a lower duplicate of an earlier slot still has that earlier slot's key, so
+// checking every accepted lower lane equals checking the valid ones). __ballot_sync
+// gathers the row's valid-slot mask (bit k), stored once per (query, KV head). Counting
+// is warp-aggregated on the same match: the valid lanes of a key (at most one per half)
+// add once, through the lowest. No lane returns early (__match_any_sync, __ballot_sync).
+__global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
+  sm90::pdl_launch_dependents();
+  const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  const long long i = j >> 4;  // (query, KV head) pair
+  const int k = threadIdx.x & 15, lane = threadIdx.x & 31;
+  const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  // Inputs only up to the wait (no earlier plan kernel writes them).
+  long long key = -1;  // (CSR row, sub-counter) of the slot if D1 accepts it, duplicates not yet removed
+  if (live && k < p.topk_k) {
+    const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
+    const long long v = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
+    int b;
+    long long seq, pos;
+    locate(p, t, &b, &seq, &pos);
+    const long long req_pages = (seq + 127) / 128;
+    if (pos >= 0 && v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width) {
+      const long long phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
+      if (phys >= 0 && phys < p.num_pages)
+        key = ((static_cast<long long>(g) * p.batch + b) * p.bt_width + v) * w.nsub + plan_sub(w, j);
     }
   }
-  return mask;
-}
-
-// Sub-counter of the thread's warp (see kSub); the fill uses the same mapping.
-__device__ __forceinline__ int plan_sub(const Workspace& w, long long i) { return static_cast<int>((i >> 5) % w.nsub); }
-
-// Warp-aggregated counting: lanes whose slot k lands on the same (row, sub-counter) add
-// once, through the lowest such lane. No lane returns early (__match_any_sync).
-__global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
-  const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
-  const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
-  const int lane = threadIdx.x & 31;
-  int e[16];
-  unsigned mask = 0;
-  long long base = 0;
-  if (live) {
-    const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
-    int b;
-    long long pos;
-    locate(p, t, &b, &pos);
-    mask = valid_entries(p, t, g, b, pos, e);
-    w.vmask[i] = mask;
-    base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
-  }
-  const int sub = plan_sub(w, i);
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * w.nsub + sub : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, key);
-    if (key >= 0 && lane == __ffs(peers) - 1) atomicAdd(&w.counts[key], __popc(peers));
-  }
+  const unsigned peers = __match_any_sync(0xffffffffu, key);
+  const int half = lane & 16;  // first lane of the row
+  const bool valid = key >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
+  const unsigned vbits = __ballot_sync(0xffffffffu, valid);
+  sm90::pdl_wait();  // counts: zeroed by plan_zero
+  if (live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
+  const unsigned group = peers & vbits;
+  if (valid && lane == __ffs(group) - 1) atomicAdd(&w.counts[key], __popc(group));
 }
 
 // Exclusive scans of the entries per row (row_ptr) and of the work units per row
@@ -225,6 +251,8 @@ __device__ __forceinline__ void load_scan_items(const PrefillParams& p, const Wo
 }
 
 __global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_wait();  // counts (plan_count)
+  sm90::pdl_launch_dependents();
   using Reduce = cub::BlockReduce<int, kScanThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   int ce[kScanItems], cu[kScanItems];
@@ -236,6 +264,8 @@ __global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams 
 }
 
 __global__ void __launch_bounds__(kScanThreads) scan_blocks(const PrefillParams p, Workspace w, int nblocks) {
+  sm90::pdl_wait();  // block_sums (scan_reduce)
+  sm90::pdl_launch_dependents();
   using Scan = cub::BlockScan<int, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
   int carry_e = 0, carry_u = 0;
@@ -259,6 +289,8 @@ __global__ void __launch_bounds__(kScanThreads) scan_blocks(const PrefillParams 
 }
 
 __global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_wait();  // counts (plan_count), block offsets (scan_blocks)
+  sm90::pdl_launch_dependents();
   using Scan = cub::BlockScan<int, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
   int ce[kScanItems], cu[kScanItems];
@@ -282,6 +314,8 @@ __global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p,
 // block by block with a running carry (one launch instead of three).
 constexpr int kSingleScanBlocks = 16;
 __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_wait();  // counts (plan_count)
+  sm90::pdl_launch_dependents();
   using Scan = cub::BlockScan<int, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
   const long long N = num_csr_rows(p);
@@ -318,58 +352,63 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
 
 // Each valid entry (query t, slot k) takes a position in its row's sub-range, counting
 // the sub-counter down (any order: see the header), warp-aggregated as in plan_count:
-// one atomic per (row, sub-counter) and slot k per warp, the lanes ranked below it.
-// Passes: top-k reads; atomics (all in flight together); ranks and sub-range starts;
-// list stores. No lane returns early (__match_any_sync, __shfl_sync).
+// one atomic per (row, sub-counter) key per warp, through the lowest lane of the key,
+// the others ranked below it. Same grid and thread per entry as plan_count (so the same
+// sub-counter). The top-k read and request lookup are inputs and go before the wait;
+// then the valid-slot mask, the atomic and the sub-range start (in flight together),
+// and the list store. No lane returns early (__match_any_sync, __shfl_sync).
 __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
-  const long long i = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  const long long i = j >> 4;
+  const int k = threadIdx.x & 15, lane = threadIdx.x & 31;
   const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
-  const unsigned mask = live ? w.vmask[i] : 0u;
-  const int lane = threadIdx.x & 31;
-  int t = 0;
+  int t = 0, e = 0;
   long long base = 0;
-  int e[16];
-#pragma unroll
-  for (int k = 0; k < 16; ++k) e[k] = 0;
-  if (mask != 0u) {
+  if (live && k < p.topk_k) {
     const int g = static_cast<int>(i % p.num_kv_heads);
     t = static_cast<int>(i / p.num_kv_heads);
+    e = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
     int b;
-    long long pos;
-    locate(p, t, &b, &pos);
+    long long seq, pos;
+    locate(p, t, &b, &seq, &pos);
     base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
-    const std::int32_t* row = p.topk + t * p.topk_stride[0] + g * p.topk_stride[1];
-#pragma unroll
-    for (int k = 0; k < 16; ++k) e[k] = ((mask >> k) & 1u) ? row[k * p.topk_stride[2]] : 0;  // bits >= K are 0
   }
-  const int sub = plan_sub(w, i);
-  unsigned peers[16];
-  int old[16];
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    const long long key = ((mask >> k) & 1u) ? (base + e[k]) * w.nsub + sub : -1;
-    peers[k] = __match_any_sync(0xffffffffu, key);
-    old[k] = 0;
-    if (key >= 0 && lane == __ffs(peers[k]) - 1) old[k] = atomicSub(&w.counts[key], __popc(peers[k]));
+  sm90::pdl_wait();  // vmask (plan_count), counts and sub_ptr (plan_units)
+  const bool valid = live && ((w.vmask[i] >> k) & 1u);  // bits >= K are 0
+  const long long key = valid ? (base + e) * w.nsub + plan_sub(w, j) : -1;
+  const unsigned peers = __match_any_sync(0xffffffffu, key);
+  const int lead = __ffs(peers) - 1;
+  int old = 0, start = 0;
+  if (valid) {
+    start = w.sub_ptr[key];
+    if (lane == lead) old = atomicSub(&w.counts[key], __popc(peers));
   }
-  int pos_k[16];
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    const int top = __shfl_sync(0xffffffffu, old[k], __ffs(peers[k]) - 1);  // count before the group
-    const int rank = __popc(peers[k] & ((1u << lane) - 1u));
-    pos_k[k] = top - 1 - rank;
-    if ((mask >> k) & 1u) pos_k[k] += w.sub_ptr[(base + e[k]) * w.nsub + sub];
-  }
-#pragma unroll
-  for (int k = 0; k < 16; ++k)
-    if ((mask >> k) & 1u) w.list[pos_k[k]] = (t << 4) | k;
+  const int top = __shfl_sync(0xffffffffu, old, lead);  // the key's count before the group
+  if (valid) w.list[start + top - 1 - __popc(peers & ((1u << lane) - 1u))] = (t << 4) | k;
 }
 
 // One thread per CSR row: the start of each sub-range of the row (for plan_fill, which
-// runs after this kernel), and the descriptors of the row's work units.
+// runs after this kernel), and the descriptors of the row's work units. The row's
+// physical page and request lengths are inputs, loaded before the wait.
 __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_launch_dependents();
   const long long r = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
-  if (r >= num_csr_rows(p)) return;
+  const bool in = r < num_csr_rows(p);
+  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
+  const long long rem = in ? r % per_head : 0;
+  const int b = static_cast<int>(rem / p.bt_width);
+  UnitDesc d;
+  d.g = static_cast<int>(r / per_head);
+  d.e = static_cast<int>(rem % p.bt_width);
+  long long seq = 0, cu_end = 0;
+  d.phys = 0;
+  if (in) {
+    d.phys = p.block_table[b * p.bt_stride[0] + d.e * p.bt_stride[1]];  // in range; valid when the row has entries
+    seq = p.seq_lens[b * p.seq_lens_stride];
+    cu_end = p.cu_seqlens[(b + 1) * p.cu_stride];
+  }
+  sm90::pdl_wait();  // row_ptr, unit_ptr (scans), counts (plan_count)
+  if (!in) return;
   const int rb = w.row_ptr[r], n = w.row_ptr[r + 1] - rb;
   if (n == 0) return;
   {
@@ -384,15 +423,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     }
   }
   const int tiles = (n + qpt - 1) / qpt;
-  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
-  const long long rem = r % per_head;
-  const int b = static_cast<int>(rem / p.bt_width);
-  UnitDesc d;
-  d.g = static_cast<int>(r / per_head);
-  d.e = static_cast<int>(rem % p.bt_width);
-  d.phys = p.block_table[b * p.bt_stride[0] + d.e * p.bt_stride[1]];  // valid: the row has entries
-  const long long seq = p.seq_lens[b * p.seq_lens_stride];
-  d.off = static_cast<int>(seq - p.cu_seqlens[(b + 1) * p.cu_stride]);
+  d.off = static_cast<int>(seq - cu_end);
   d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
   const int u0 = w.unit_ptr[r];
   for (int k = 0; k * kTilesPerUnit < tiles; ++k) {
@@ -428,7 +459,9 @@ struct Smem {
   // Output staging (64 rows x 256 bytes per warpgroup, SW128): the 256-byte-row Q tile
   // the QK wgmma read; E4M3 QGMMA needs its own (one: only the epilogue uses it).
   static constexpr int kStage = (FMT == at::kBf16 || QK16) ? 0 : kTileRows * 256;
-  static constexpr int kMeta = 3 * kTileRows * 5 + 8;  // s_entry[3][128] (int), s_lim[3][128] (int8), s_sched[2]
+  // s_units[2] (UnitDesc), s_row[3][128] (int), s_lim[3][128] (int8), s_sched[2], Q
+  // barriers [2 warpgroups][kNQ] (u64)
+  static constexpr int kMeta = 2 * 32 + 3 * kTileRows * 5 + 8 + 2 * kNQ * 8;
   static constexpr int kBytes = 2 * kPage + kConv + kNQ * kQ + kNWide * kWideQ + kStage + kMeta;
   static constexpr int kAlloc = kBytes + 1024;  // runtime 1024-byte alignment
   static_assert(kAlloc <= 227 * 1024, "shared memory");
@@ -456,38 +489,85 @@ __device__ __forceinline__ at::PageSrc page_src(const PrefillParams& p, const Un
   return src;
 }
 
-// cp.async gather of M-tile j of unit `un` (rows r -> entry r / G, head g*G + r % G) and
-// its row metadata: s_entry = list entry or -1 (padding), s_lim = last visible token of
-// the page for that query (127, or p % 128 on the query's local page; -1 for padding).
+// L2 policies. Every Q row is gathered once per page it selected (16 times), as many
+// bytes as the partials written; the partials are read back only by the combine, after
+// the whole kernel. Streaming them through L2 with the default policy evicted Q before
+// its next use (reuse distance ~75 MB of traffic at (16/1, 8192, 32768) against a 50 MB
+// L2), so Q gathers are marked evict_last and partial stores evict_first.
+__device__ __forceinline__ std::uint64_t l2_evict_last() {
+  std::uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ std::uint64_t l2_evict_first() {
+  std::uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ void st_global_hint(void* p, uint4 v, std::uint64_t pol) {
+  asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x),
+               "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
+               : "memory");
+}
+__device__ __forceinline__ void st_global_hint(void* p, float2 v, std::uint64_t pol) {
+  asm volatile("st.global.L1::no_allocate.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y),
+               "l"(pol)
+               : "memory");
+}
+
+// The list entry of this thread's row of M-tile j of unit `un` (-1: padding). Loaded a
+// softmax ahead of issue_q_tile, which depends on it: issued right before the gather,
+// its global round trip was the kernel's largest single stall (ncu, session 15).
+__device__ __forceinline__ int load_entry(const Workspace& w, const UnitDesc& un, int j, int G, int qpt, int tid) {
+  const int idx = un.begin + j * qpt + ((tid >> 1) >> (__ffs(G) - 1));  // G divides 16 (launch check)
+  return idx < un.end ? w.list[idx] : -1;
+}
+
+// TMA gather of M-tile j of unit `un` and its row metadata. Row r of the tile is head
+// g*G + r % G of the query of `entry` (load_entry); a query's G heads are one box of the
+// q tensor map (q_map, encode_q_map: [T, Hq, 128], box 1 x G x (64 | 128) elements), so
+// one thread per query issues the copies (two for BF16, one per 128-byte SW128 panel)
+// into rows [r, r + G) of the tile: SW128 for the wgmma-read tiles, plain 128-byte rows
+// for QK16's raw E4M3 rows. Each query's thread arrives on the warpgroup's barrier `bar`
+// for this tile position (initialised for 64 / G arrivals), expecting its query's bytes
+// (none for a padding query). Padding rows are not loaded: they keep stale
+// data, which the mask (lim -1: every key masked, P = 0) and the store (s_row -1) make
+// invisible. The cp.async gather it replaces issued 8 LDGSTS per thread and tile and was
+// the kernel's largest MIO-throttle stall (ncu, session 15).
+// Metadata: s_row = the row's partial index (slot * T + t) * Hq + h into o_part /
+// ml_part, or -1 (padding; int: the launch checks K T Hq < 2^31); s_lim = the last
+// visible token of the page for that query (127, or p % 128 on the query's local page;
+// -1 for padding).
 template <int FMT, bool QK16>
-__device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const Workspace& w, const UnitDesc& un, int j,
-                                             int G, int qpt, std::uint8_t* q_tile, int* s_entry,
-                                             std::int8_t* s_lim, int tid) {
-  constexpr int kChunks = FMT == at::kBf16 ? 16 : 8;  // 16-byte chunks of one global Q row
-  constexpr int es = FMT == at::kBf16 ? 2 : 1;
-  const int r = tid >> 1, half = tid & 1;  // warpgroup wg copies its own rows 64 wg..
-  const int idx = un.begin + j * qpt + (r >> (__ffs(G) - 1));  // G divides 16 (launch check)
-  const bool ok = idx < un.end;
-  int entry = -1, lim = -1;
-  const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q);
+__device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const CUtensorMap& q_map, const UnitDesc& un,
+                                             int entry, int G, std::uint8_t* q_tile, int* s_row, std::int8_t* s_lim,
+                                             std::uint64_t* bar, int tid) {
+  constexpr int kRowBytes = FMT == at::kBf16 ? 256 : 128;  // one head of one query row
+  const int r = tid >> 1, half = tid & 1;  // warpgroup wg: rows 64 wg.. (threads 2r, 2r + 1)
+  const bool ok = entry >= 0;
+  int orow = -1, lim = -1;
   if (ok) {
-    entry = w.list[idx];
     const int t = entry >> 4;
+    orow = ((entry & 15) * p.num_rows + t) * p.num_q_heads + un.g * G + (r & (G - 1));
     const long long pos = static_cast<long long>(t) + un.off;
     // Never past the page's valid tokens, whatever the metadata says (the zero-filled
     // slots must stay invisible even for a row placed beyond seq_len).
     lim = min((pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127, un.valid - 1);
-    src += (static_cast<long long>(t) * p.q_row_stride +
-            static_cast<long long>(un.g * G + (r & (G - 1))) * p.q_head_stride) * es;
   }
-#pragma unroll
-  for (int c = 0; c < kChunks / 2; ++c) {
-    const int ch = half * (kChunks / 2) + c;
-    if constexpr (QK16) at::cp_async16_zfill(q_tile + r * 128 + ch * 16, src + (ok ? ch * 16 : 0), ok);  // raw rows
-    else at::copy_q_chunk(q_tile, kTileRows, r, ch, src, ok);
+  if (half == 0 && (r & (G - 1)) == 0) {  // the query's first row: its box(es) and the arrival
+    if (ok) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(bar, static_cast<std::uint32_t>(G * kRowBytes));
+      const std::uint64_t pol = l2_evict_last();
+      const int t = entry >> 4;
+      cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + r * 128, 0, un.g * G, t);
+      if constexpr (FMT == at::kBf16)
+        cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + kTileRows * 128 + r * 128, 64, un.g * G, t);
+    } else {
+      cutlass::arch::ClusterBarrier::arrive(bar);
+    }
   }
   if (half == 0) {
-    s_entry[r] = entry;
+    s_row[r] = orow;
     s_lim[r] = static_cast<std::int8_t>(lim);
   }
 }
@@ -520,7 +600,9 @@ __device__ __forceinline__ void widen_q(const std::uint8_t* raw, std::uint8_t* w
 
 // Single-page softmax of this warpgroup's 64 rows (S waited in s) -> P fragments pa, row
 // maxima m (raw logits) and per-thread normaliser partials l; then issues O = P V
-// (committed, not waited: pa must stay untouched until it retires).
+// (committed, not waited: pa must stay untouched until it retires). The row max and sum
+// run as four interleaved chains of 8 (then a 4 -> 1 tree), not one chain of 32: with 8
+// warps per SM, a serial FMNMX / FADD chain was latency the scheduler could not hide.
 template <int FMT>
 __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64], int lim0, int lim1,
                                            std::uint32_t v_addr, std::uint32_t (&pa)[8][4], float (&o)[64],
@@ -536,23 +618,38 @@ __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64
         if (col > ((i >> 1) ? lim1 : lim0)) s[4 * j + i] = -INFINITY;
       }
   }
-  m[0] = m[1] = -INFINITY;
+  // s[4 j + 2 r + e]: row r, column 8 j + 2 (lane & 3) + e; chain a = j & 3.
+  float acc[2][4];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) m[(i >> 1) & 1] = fmaxf(m[(i >> 1) & 1], s[i]);
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int a = 0; a < 4; ++a) acc[r][a] = fmaxf(s[4 * a + 2 * r], s[4 * a + 2 * r + 1]);
+#pragma unroll
+  for (int j = 4; j < 16; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      acc[r][j & 3] = fmaxf(acc[r][j & 3], fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
   float bias[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
+    m[r] = fmaxf(fmaxf(acc[r][0], acc[r][1]), fmaxf(acc[r][2], acc[r][3]));
     m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 1));
     m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], 2));
     const float mu = m[r] == -INFINITY ? 0.0f : m[r];
     bias[r] = kFp8 ? fmaf(-mu, c2, kLog2_448) : -mu * c2;  // spec 3.4
-    l[r] = 0.0f;
   }
 #pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    s[i] = ex2_approx(fmaf(s[i], c2, bias[(i >> 1) & 1]));  // masked: 0
-    l[(i >> 1) & 1] += s[i];                               // unrounded normaliser
-  }
+  for (int i = 0; i < 64; ++i) s[i] = ex2_approx(fmaf(s[i], c2, bias[(i >> 1) & 1]));  // masked: 0
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int a = 0; a < 4; ++a) acc[r][a] = s[4 * a + 2 * r] + s[4 * a + 2 * r + 1];
+#pragma unroll
+  for (int j = 4; j < 16; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) acc[r][j & 3] += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = (acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]);  // unrounded normaliser
 #pragma unroll
   for (int st = 0; st < 8; ++st) {
     if constexpr (kFp8) {  // E4M3_sat(p448), exact as f16
@@ -570,59 +667,70 @@ __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64
   at::wg_pv<FMT>(pa, v_addr, o, false);
 }
 
-// Epilogue of one tile (PV retired): rows normalised, staged as BF16 (SW128, 256-byte
-// rows), stored coalesced at each row's entry slot, and the row LSE.
+// stmatrix.x4: four 8x8 b16 matrices; lane i gives the shared address of row i % 8 of
+// matrix i / 8, and register k holds the lane's two elements of matrix k (the mma
+// accumulator layout: row lane / 4, columns 2 (lane % 4) + {0, 1}).
+__device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1,
+                                            std::uint32_t r2, std::uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// Epilogue of one tile (PV retired). The partial is stored unnormalised: BF16(O) (O =
+// sum of P v over the page) at each row's entry slot, staged through an SW128 tile
+// (256-byte rows) with stmatrix and stored as coalesced 16-byte chunks, and the row's
+// (m c, l) pair: its log scale (the raw max times c) and its normaliser. The combine
+// divides (prefill_combine), so the epilogue needs no reciprocal, no 64 multiplies and
+// no logarithm. BF16(O) carries the same relative rounding as BF16(O / l) did.
 template <int FMT>
-__device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const UnitDesc& un, int G,
-                                         const float (&o)[64], const float (&m)[2], float (&l)[2],
-                                         std::uint8_t* stage, const int* s_entry, int wg, int wtid) {
-  constexpr bool kFp8 = FMT != at::kBf16;
+__device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const float (&o)[64], const float (&m)[2], float (&l)[2],
+                                         std::uint8_t* stage, const int* s_row, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
-  const int lr0 = 64 * wg + 16 * warp + (lane >> 2);
-  float inv[2];
+  {
+    // Matrices of stmatrix s: (column group 2 s + (k >> 1), row half k & 1), k = 0..3.
+    const int q = lane >> 3;
+    const int row = 64 * wg + 16 * warp + 8 * (q & 1) + (lane & 7);
+    const std::uint32_t base = gm::smem_addr(stage);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    for (int st = 0; st < 8; ++st)
+      stmatrix_x4(base + gm::sw128_offset(row, 16 * (2 * st + (q >> 1)), kTileRows),
+                  gm::pack_bf16x2(o[8 * st], o[8 * st + 1]), gm::pack_bf16x2(o[8 * st + 2], o[8 * st + 3]),
+                  gm::pack_bf16x2(o[8 * st + 4], o[8 * st + 5]), gm::pack_bf16x2(o[8 * st + 6], o[8 * st + 7]));
   }
+  {
+    // Row r of the quad's two rows goes out through lane 4 q + r.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = lr0 + 8 * r;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<std::uint32_t*>(stage + gm::sw128_offset(row, 16 * j + 4 * (lane & 3), kTileRows)) =
-          gm::pack_bf16x2(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
-    const int entry = s_entry[row];
-    if ((lane & 3) == 0 && entry >= 0) {
-      const long long t = entry >> 4, slot = entry & 15;
-      const int h = un.g * G + (row & (G - 1));
-      const float lse = m[r] * p.c + logf(kFp8 ? l[r] * (1.0f / 448.0f) : l[r]);
-      w.lse_part[(slot * p.num_rows + t) * p.num_q_heads + h] = lse;
+    for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
+    const int r = lane & 1;
+    const int row = 64 * wg + 16 * warp + (lane >> 2) + 8 * r;
+    const int orow = s_row[row];
+    if ((lane & 2) == 0 && orow >= 0)
+      st_global_hint(w.ml_part + 2 * static_cast<long long>(orow), make_float2((r ? m[1] : m[0]) * p.c, r ? l[1] : l[0]),
+                     l2_evict_first());
   }
   wg_barrier(wg);
-  // Thread wtid stores chunk wtid % 16 of rows 64 wg + wtid / 16 + 8 i. The address
-  // arithmetic is per row and cheap (G is a power of two): it ran a division and a
-  // 64-bit product chain per 16-byte store before (26 % of the kernel's instructions,
-  // ncu, session 14).
+  // Thread wtid stores chunk wtid % 16 of rows 64 wg + wtid / 16 + 8 i; each row's
+  // partial index comes precomputed from the gather (s_row): address arithmetic per
+  // store was most of the epilogue's instructions (ncu, session 14).
   const int ch = wtid & 15;
   std::uint16_t* const o_base = w.o_part + ch * 8;
-  const long long plane = static_cast<long long>(p.num_rows) * p.num_q_heads;  // rows per slot
-#pragma unroll 4
+  const std::uint64_t pol = l2_evict_first();
+#pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int row = 64 * wg + (wtid >> 4) + 8 * i;
-    const int entry = s_entry[row];
-    if (entry < 0) continue;
-    const long long orow = (entry & 15) * plane + static_cast<long long>(entry >> 4) * p.num_q_heads + un.g * G +
-                           (row & (G - 1));
+    const int orow = s_row[row];
     const uint4 v = *reinterpret_cast<const uint4*>(stage + gm::sw128_offset(row, 16 * ch, kTileRows));
-    *reinterpret_cast<uint4*>(o_base + orow * 128) = v;
+    if (orow >= 0) st_global_hint(o_base + static_cast<long long>(orow) * 128, v, pol);
   }
 }
 
 template <int FMT, bool QK16>
-__global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillParams p, const Workspace w) {
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_attention(const PrefillParams p, const Workspace w, const __grid_constant__ CUtensorMap q_map) {
   using S = Smem<FMT, QK16>;
   using PB = at::PageBytes<FMT, QK16>;
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
@@ -634,34 +742,52 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
   std::uint8_t* qbase = conv + S::kConv;
   std::uint8_t* wbase = qbase + S::kNQ * S::kQ;
   std::uint8_t* stage_fp8 = wbase + S::kNWide * S::kWideQ;
-  int* s_entry = reinterpret_cast<int*>(stage_fp8 + S::kStage);        // [3][128]
-  std::int8_t* s_lim = reinterpret_cast<std::int8_t*>(s_entry + 3 * kTileRows);  // [3][128]
+  // The current and next unit's descriptors live in shared memory (by unit parity), not
+  // in registers: the tile loop runs at the register limit.
+  UnitDesc* s_units = reinterpret_cast<UnitDesc*>(stage_fp8 + S::kStage);  // [2]
+  int* s_row = reinterpret_cast<int*>(s_units + 2);                        // [3][128]
+  std::int8_t* s_lim = reinterpret_cast<std::int8_t*>(s_row + 3 * kTileRows);  // [3][128]
   int* s_sched = reinterpret_cast<int*>(s_lim + 3 * kTileRows);                  // [2]
+  std::uint64_t* s_qbar = reinterpret_cast<std::uint64_t*>(s_sched + 2);         // [2][kNQ]
   // Buffers of tile position n.
   auto q_buf = [qbase](int n) { return qbase + (n % S::kNQ) * S::kQ; };
   auto wide_q = [wbase](int n) { return wbase + (n & 1) * S::kWideQ; };
-  auto ent_of = [s_entry](int n) { return s_entry + (n % 3) * kTileRows; };
+  auto ent_of = [s_row](int n) { return s_row + (n % 3) * kTileRows; };
   auto lim_of = [s_lim](int n) { return s_lim + (n % 3) * kTileRows; };
   auto qk_tile = [&](int n) { return QK16 ? wide_q(n) : q_buf(n); };
   auto stage_of = [&](int n) { return FMT == at::kBf16 ? q_buf(n) : (QK16 ? wide_q(n) : stage_fp8); };
+  // Q tile of position n: warpgroup wg's barrier, and the wait for its TMA bytes. Each
+  // position is one phase of its buffer's barrier; bit b of qphase is the parity of the
+  // next phase of buffer b (positions are waited in order).
+  auto qbar = [s_qbar](int wg_, int n) { return s_qbar + wg_ * S::kNQ + n % S::kNQ; };
+  std::uint32_t qphase = 0;
+  auto wait_q = [&](int wg_, int n) {
+    const int b = n % S::kNQ;
+    cutlass::arch::ClusterTransactionBarrier::wait(qbar(wg_, n), (qphase >> b) & 1u);
+    qphase ^= 1u << b;
+  };
 
-  const int total = w.unit_ptr[num_csr_rows(p)];
-  int u = blockIdx.x;
-  if (u >= total) return;
+  if (static_cast<int>(blockIdx.x) >= w.unit_ptr[num_csr_rows(p)]) return;
   const int G = p.num_q_heads / p.num_kv_heads, qpt = kTileRows / G;
   const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
   const int lane = wtid & 31;
   const int lr0 = 64 * wg + 16 * (wtid >> 5) + (lane >> 2);
 
-  UnitDesc cur = w.units[u];
-  int n0 = 0, pb = 0;  // position of cur's tile 0; page buffer of cur
-  {
-    const at::PageSrc src = page_src<FMT>(p, cur);
-    at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(0), cur.valid, tid);
+  if (tid == 0) {
+    for (int i = 0; i < 2 * S::kNQ; ++i) cutlass::arch::ClusterTransactionBarrier::init(s_qbar + i, 64 / G);
+    cutlass::arch::fence_barrier_init();
+    s_units[0] = w.units[blockIdx.x];
   }
-  at::cp_async_commit();
-  issue_q_tile<FMT, QK16>(p, w, cur, 0, G, qpt, q_buf(0), ent_of(0), lim_of(0), tid);
-  at::cp_async_commit();
+  __syncthreads();
+  int n0 = 0, pb = 0;  // position of the unit's tile 0; page buffer of the unit
+  {
+    const UnitDesc& first = s_units[0];
+    const at::PageSrc src = page_src<FMT>(p, first);
+    at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(0), first.valid, tid);
+    at::cp_async_commit();
+    issue_q_tile<FMT, QK16>(p, q_map, first, load_entry(w, first, 0, G, qpt, tid), G, q_buf(0), ent_of(0),
+                            lim_of(0), qbar(wg, 0), tid);
+  }
   float s[64], o[64], m[2], l[2];
   std::uint32_t pa[8][4];
   // Dynamic schedule (load balance; the output does not depend on which CTA runs a
@@ -673,61 +799,69 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
     at::cp_async_wait<0>();
     at::fence_view_async_shared();
     __syncthreads();
-    const int un = k == 0 ? u + static_cast<int>(gridDim.x) : s_sched[(k - 1) & 1];
-    const bool has_next = un < total;
-    UnitDesc nxt;
-    if (has_next) nxt = w.units[un];
+    // The next unit, or -1 (s_sched holds -1 when the ticket ran past the last unit).
+    int un = k == 0 ? static_cast<int>(blockIdx.x + gridDim.x) : s_sched[(k - 1) & 1];
+    if (k == 0 && un >= w.unit_ptr[num_csr_rows(p)]) un = -1;
+    const bool has_next = un >= 0;
+    const UnitDesc& cur = s_units[k & 1];
+    const UnitDesc& nxt = s_units[(k + 1) & 1];  // read after the barrier below
+    if (tid == 0 && has_next) s_units[(k + 1) & 1] = w.units[un];
+    int entry = cur.ntiles > 1 ? load_entry(w, cur, 1, G, qpt, tid) : -1;  // Q(n0 + 1)
     at::convert_page<FMT, QK16, kThreads>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid);
     __syncthreads();
     const std::uint32_t k_addr = gm::smem_addr(PB::k_tile(page_buf(pb), conv));
     const std::uint32_t v_addr = gm::smem_addr(PB::v_tile(page_buf(pb), conv));
     // Tiles run in full even where a warpgroup's rows are all padding (only a unit's last
-    // tile has any): no wgmma in a divergent path. Padding rows have zero Q, lim -1 (all
-    // keys masked: P = 0, l = 0) and entry -1 (nothing stored).
+    // tile has any): no wgmma in a divergent path. Padding rows have stale Q, lim -1 (all
+    // keys masked: P = 0, l = 0) and s_row -1 (nothing stored).
+    wait_q(wg, n0);
     if constexpr (QK16) {
       widen_q(q_buf(n0), wide_q(n0), wg, wtid);
       wg_barrier(wg);
     }
     at::wg_qk<FMT, QK16>(gm::smem_addr(qk_tile(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
     if (cur.ntiles > 1)
-      issue_q_tile<FMT, QK16>(p, w, cur, 1, G, qpt, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1), tid);
-    at::cp_async_commit();
-    at::cp_async_commit();  // empty: two groups per step, as in the loop
+      issue_q_tile<FMT, QK16>(p, q_map, cur, entry, G, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1),
+                              qbar(wg, n0 + 1), tid);
     gm::wait<0>();
     gm::fence_operands(s);
-    // Inside a unit the warpgroups run free: warpgroup wg gathers, owns and reads only
-    // rows [64 wg, 64 wg + 64) of the Q tiles, metadata and staging (threads 2r, 2r+1
-    // copy row r), so warpgroup barriers suffice. Step j (tile n = n0 + j, S(n) waited):
-    // softmax, PV(n) issued; Q(n+1) complete (cp.async groups: each step commits Q(n+2),
-    // then the next unit's page or nothing, so after wait_group 1 only the page of step
-    // j-1 may be in flight), widened (QK16); QK(n+1) issued; the gather of position n+2
-    // (this unit's tile j+2 or the next unit's tile 0) and, two tiles before the end,
-    // the next unit's page into the other buffer (free: both warpgroups passed the unit
-    // barrier); PV(n) retired; epilogue(n) under QK(n+1); QK(n+1) retired.
-    // Buffers of position n+2 (= n-1 mod 3; QK16 raw rows: = n mod 2, widened before
-    // step j-1's QK) are free after this step's warpgroup barrier.
+    // Inside a unit the warpgroups run free: warpgroup wg gathers (its own TMA barrier per
+    // Q buffer), owns and reads only rows [64 wg, 64 wg + 64) of the Q tiles, metadata
+    // and staging, so warpgroup barriers suffice. Step j (tile n = n0 + j, S(n) waited):
+    // list entries of position n+2 loaded; softmax, PV(n) issued; warpgroup barrier (tile
+    // n-1's epilogue done); Q(n+1) waited on its barrier, widened (QK16); QK(n+1) issued;
+    // the TMA gather of position n+2 (this unit's tile j+2 or the next unit's tile 0)
+    // and, two tiles before the end, the next unit's page into the other buffer by
+    // cp.async (free: both warpgroups passed the unit barrier; the only cp.async group,
+    // waited at the next unit's start); PV(n) retired; epilogue(n) under QK(n+1); QK(n+1)
+    // retired. Buffers of position n+2 (= n-1 mod 3; QK16 raw rows: = n mod 2, widened
+    // before step j-1's QK) are free after this step's warpgroup barrier.
     const int last = cur.ntiles - 1;
     const int jp = has_next ? max(cur.ntiles - 2, 0) : -1;
 #pragma unroll 1
     for (int j = 0; j < last; ++j) {
       const int n = n0 + j;
+      // Position n+2: this unit's tile j+2, or the next unit's tile 0.
+      if (j + 2 < cur.ntiles) entry = load_entry(w, cur, j + 2, G, qpt, tid);
+      else if (has_next) entry = load_entry(w, nxt, 0, G, qpt, tid);
       {
         const std::int8_t* lim = lim_of(n);
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
       }
-      at::cp_async_wait<1>();
-      at::fence_view_async_shared();
-      wg_barrier(wg);  // Q(n+1) landed in all threads; tile n-1's epilogue is done
+      at::fence_view_async_shared();  // tile n-1's generic staging accesses before the TMA below
+      wg_barrier(wg);                 // tile n-1's epilogue is done (its buffers are position n+2's)
+      wait_q(wg, n + 1);
       if constexpr (QK16) {
         widen_q(q_buf(n + 1), wide_q(n + 1), wg, wtid);
         wg_barrier(wg);
       }
       at::wg_qk<FMT, QK16>(gm::smem_addr(qk_tile(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
       if (j + 2 < cur.ntiles)
-        issue_q_tile<FMT, QK16>(p, w, cur, j + 2, G, qpt, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2), tid);
+        issue_q_tile<FMT, QK16>(p, q_map, cur, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
+                                qbar(wg, n + 2), tid);
       else if (has_next)
-        issue_q_tile<FMT, QK16>(p, w, nxt, 0, G, qpt, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2), tid);
-      at::cp_async_commit();
+        issue_q_tile<FMT, QK16>(p, q_map, nxt, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
+                                qbar(wg, n + 2), tid);
       if (j == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
         at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
@@ -736,7 +870,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       gm::wait<1>();  // PV(n); QK(n+1) stays in flight
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue<FMT>(p, w, cur, G, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      epilogue<FMT>(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
       gm::wait<0>();  // QK(n+1)
       gm::fence_operands(s);
     }
@@ -744,13 +878,14 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       const int n = n0 + last;
       int ticket = 0;
       if (tid == 0 && has_next) ticket = atomicAdd(w.sched, 1);
+      if (last == 0 && has_next) entry = load_entry(w, nxt, 0, G, qpt, tid);
       {
         const std::int8_t* lim = lim_of(n);
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
       }
       if (last == 0 && has_next)  // position n+1 = n-2 mod 3: free since the unit barrier
-        issue_q_tile<FMT, QK16>(p, w, nxt, 0, G, qpt, q_buf(n + 1), ent_of(n + 1), lim_of(n + 1), tid);
-      at::cp_async_commit();
+        issue_q_tile<FMT, QK16>(p, q_map, nxt, entry, G, q_buf(n + 1), ent_of(n + 1), lim_of(n + 1),
+                                qbar(wg, n + 1), tid);
       if (last == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
         at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
@@ -759,13 +894,14 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
       gm::wait<0>();
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue<FMT>(p, w, cur, G, o, m, l, stage_of(n), ent_of(n), wg, wtid);
-      if (tid == 0 && has_next) s_sched[k & 1] = 2 * static_cast<int>(gridDim.x) + ticket;
+      epilogue<FMT>(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      if (tid == 0 && has_next) {
+        const int after = 2 * static_cast<int>(gridDim.x) + ticket;
+        s_sched[k & 1] = after < w.unit_ptr[num_csr_rows(p)] ? after : -1;
+      }
     }
     if (!has_next) break;
     n0 += cur.ntiles;
-    cur = nxt;
-    u = un;
     pb ^= 1;
   }
   at::cp_async_wait<0>();
@@ -773,7 +909,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention(const PrefillPa
 
 // ---------------------------------------------------------------------------------------
 // Combine: 16 threads (8 dims each) per (query, head), 8 of them per 128-thread CTA.
-__global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, const Workspace w) {
+// Slot j holds the unnormalised O_j (BF16) with its log scale s_j = m_j c and normaliser
+// l_j; with M = max s_j over the slots with l_j != 0 and w_j = exp(s_j - M):
+//   out = BF16(v_global * sum w_j O_j / sum w_j l_j),  LSE = M + ln(sum w_j l_j) + lse_bias
+// (lse_bias = -ln 448 on the FP8 paths, whose P and l carry the factor 448, spec 3.4).
+// A row without a slot of nonzero weight writes 0 and -inf (D5).
+__global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, const Workspace w, float lse_bias) {
   const long long idx = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 4);
   if (idx >= static_cast<long long>(p.num_rows) * p.num_q_heads) return;
   const long long t = idx / p.num_q_heads;
@@ -784,25 +925,31 @@ __global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, co
   const long long plane = static_cast<long long>(p.num_rows) * p.num_q_heads;
   // All loads first (predicated, fully unrolled: up to 16 in flight per thread), then
   // the merge in ascending slot order (fixed order, D9).
-  float ls[16];
+  float2 ml[16];
   uint4 ov[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
     const bool on = (mask >> k) & 1u;
-    ls[k] = on ? w.lse_part[k * plane + idx] : -INFINITY;
+    ml[k] = on ? *reinterpret_cast<const float2*>(w.ml_part + 2 * (k * plane + idx)) : make_float2(-INFINITY, 0.0f);
     ov[k] = on ? *reinterpret_cast<const uint4*>(w.o_part + (k * plane + idx) * 128 + d0) : make_uint4(0, 0, 0, 0);
   }
+  // A slot counts when its normaliser is not 0 (NaN counts, so NaN inputs propagate).
+  bool any = false;
   float M = -INFINITY;
 #pragma unroll
-  for (int k = 0; k < 16; ++k) M = fmaxf(M, ls[k]);
+  for (int k = 0; k < 16; ++k)
+    if (ml[k].y != 0.0f) {
+      any = true;
+      M = fmaxf(M, ml[k].x);
+    }
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  float W = 0.0f, lse = -INFINITY;
-  if (mask != 0) {
+  float W = 0.0f;
+  if (any) {
 #pragma unroll
     for (int k = 0; k < 16; ++k) {
-      if (!((mask >> k) & 1u)) continue;
-      const float wt = expf(ls[k] - M);
-      W += wt;
+      if (ml[k].y == 0.0f) continue;
+      const float wt = expf(ml[k].x - M);
+      W = fmaf(wt, ml[k].y, W);
       const std::uint32_t vv[4] = {ov[k].x, ov[k].y, ov[k].z, ov[k].w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -810,16 +957,49 @@ __global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, co
         acc[2 * i + 1] += wt * __uint_as_float(vv[i] & 0xffff0000u);
       }
     }
-    lse = M + logf(W);
   }
-  const float scale = mask != 0 ? p.v_global / W : 0.0f;
+  const float scale = any ? p.v_global / W : 0.0f;
   uint4 o;
   o.x = gm::pack_bf16x2(acc[0] * scale, acc[1] * scale);
   o.y = gm::pack_bf16x2(acc[2] * scale, acc[3] * scale);
   o.z = gm::pack_bf16x2(acc[4] * scale, acc[5] * scale);
   o.w = gm::pack_bf16x2(acc[6] * scale, acc[7] * scale);
   *reinterpret_cast<uint4*>(p.out + t * p.out_row_stride + h * p.out_head_stride + d0) = o;
-  if (d0 == 0 && p.lse != nullptr) p.lse[t * p.lse_row_stride + h * p.lse_head_stride] = lse;
+  if (d0 == 0 && p.lse != nullptr)
+    p.lse[t * p.lse_row_stride + h * p.lse_head_stride] = any ? M + logf(W) + lse_bias : -INFINITY;
+}
+
+// The q tensor map of the attention kernel's TMA gather: q as [T, Hq, 128] (byte strides
+// from the view: the op validated 16-byte alignment and strides, which is what TMA needs),
+// box 1 query x G heads x 64 BF16 (128 bytes, SW128; two boxes per query) or x 128 E4M3
+// (SW128 for QGMMA, no swizzle for QK16's raw rows). cuTensorMapEncodeTiled comes from
+// the runtime's driver entry point, so nothing links libcuda.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+cudaError_t encode_q_map(const PrefillParams& p, bool bf16, bool qk16, CUtensorMap* map) {
+  static const EncodeTiledFn encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiledFn>(fn) : nullptr;
+  }();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const std::uint64_t es = bf16 ? 2 : 1;
+  const std::uint64_t G = static_cast<std::uint64_t>(p.num_q_heads / p.num_kv_heads);
+  const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(p.num_q_heads), static_cast<cuuint64_t>(p.num_rows)};
+  // Strides of size-1 dimensions are never used; give them a legal value.
+  const cuuint64_t head = p.num_q_heads > 1 ? static_cast<cuuint64_t>(p.q_head_stride) * es : 128 * es;
+  const cuuint64_t row = p.num_rows > 1 ? static_cast<cuuint64_t>(p.q_row_stride) * es : head * dims[1];
+  const cuuint64_t strides[2] = {head, row};
+  const cuuint32_t box[3] = {bf16 ? 64u : 128u, static_cast<cuuint32_t>(G), 1};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
+                            const_cast<void*>(p.q), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            qk16 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 template <int FMT, bool QK16>
@@ -838,7 +1018,10 @@ cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream
     if (err != cudaSuccess) return err;
     configured[dev] = true;
   }
-  prefill_attention<FMT, QK16><<<sms[dev], kThreads, smem, stream>>>(p, w);
+  CUtensorMap q_map;
+  err = encode_q_map(p, FMT == at::kBf16, QK16, &q_map);
+  if (err != cudaSuccess) return err;
+  prefill_attention<FMT, QK16><<<sms[dev], kThreads, smem, stream>>>(p, w, q_map);
   return cudaGetLastError();
 }
 
@@ -850,7 +1033,8 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   if (p.num_rows == 0) return 0;
   const int G = p.num_q_heads / p.num_kv_heads;
   if (p.num_kv_heads <= 0 || G <= 0 || G > 16 || 16 % G != 0 || p.topk_k < 1 || p.topk_k > 16 ||
-      p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2)
+      p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2 ||
+      static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads > kMaxPartialRows)
     return cudaErrorInvalidValue;
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const std::int64_t bytes = prefill_kvouter_workspace_bytes(p);
@@ -859,28 +1043,32 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   if (err != cudaSuccess) return err;
   const Workspace w = carve(p, base);
   const long long N = num_csr_rows(p);
-  const long long th = static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  const long long th = static_cast<long long>(p.num_rows) * p.num_kv_heads * 16;  // (query, KV head, slot)
   const unsigned plan_blocks = static_cast<unsigned>((th + kPlanThreads - 1) / kPlanThreads);
   const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
   const int qpt = kTileRows / G;
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
-  err = cudaMemsetAsync(w.counts, 0, static_cast<size_t>(N * w.nsub + 1) * 4, stream);
+  const long long nzero = N * w.nsub + 1;  // counts and sched
+  const long long zero_blocks = (nzero + kPlanThreads - 1) / kPlanThreads;
+  // The plan: plan_zero, then programmatic dependents (see "Plan." above).
+  plan_zero<<<static_cast<unsigned>(zero_blocks < kZeroMaxBlocks ? zero_blocks : kZeroMaxBlocks), kPlanThreads, 0,
+              stream>>>(w.counts, nzero);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) err = sm90::launch_pdl(plan_count, plan_blocks, kPlanThreads, 0, stream, true, p, w);
   if (err == cudaSuccess) {
-    plan_count<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
     if (scan_blocks_n <= kSingleScanBlocks) {
-      scan_single<<<1, kScanThreads, 0, stream>>>(p, w, qpt);
+      err = sm90::launch_pdl(scan_single, 1, kScanThreads, 0, stream, true, p, w, qpt);
     } else {
-      scan_reduce<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
-      scan_blocks<<<1, kScanThreads, 0, stream>>>(p, w, static_cast<int>(scan_blocks_n));
-      scan_rows<<<scan_blocks_n, kScanThreads, 0, stream>>>(p, w, qpt);
+      err = sm90::launch_pdl(scan_reduce, scan_blocks_n, kScanThreads, 0, stream, true, p, w, qpt);
+      if (err == cudaSuccess)
+        err = sm90::launch_pdl(scan_blocks, 1, kScanThreads, 0, stream, true, p, w, static_cast<int>(scan_blocks_n));
+      if (err == cudaSuccess)
+        err = sm90::launch_pdl(scan_rows, scan_blocks_n, kScanThreads, 0, stream, true, p, w, qpt);
     }
-    err = cudaGetLastError();
   }
-  if (err == cudaSuccess) {
-    plan_units<<<row_blocks, kPlanThreads, 0, stream>>>(p, w, qpt);  // before the fill: sub_ptr
-    plan_fill<<<plan_blocks, kPlanThreads, 0, stream>>>(p, w);
-    err = cudaGetLastError();
-  }
+  if (err == cudaSuccess)  // before the fill: sub_ptr
+    err = sm90::launch_pdl(plan_units, row_blocks, kPlanThreads, 0, stream, true, p, w, qpt);
+  if (err == cudaSuccess) err = sm90::launch_pdl(plan_fill, plan_blocks, kPlanThreads, 0, stream, true, p, w);
   if (err == cudaSuccess && p.stop_after != 1) {
     switch (kv_format) {
       case at::kBf16: err = run_attention<at::kBf16, false>(p, w, stream); break;
@@ -895,7 +1083,8 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   }
   if (err == cudaSuccess && p.stop_after == 0) {
     const long long rows = static_cast<long long>(p.num_rows) * p.num_q_heads;
-    prefill_combine<<<static_cast<unsigned>((rows + 7) / 8), 128, 0, stream>>>(p, w);
+    const float lse_bias = kv_format == at::kBf16 ? 0.0f : -std::log(448.0f);
+    prefill_combine<<<static_cast<unsigned>((rows + 7) / 8), 128, 0, stream>>>(p, w, lse_bias);
     err = cudaGetLastError();
   }
   const cudaError_t ferr = cudaFreeAsync(base, stream);

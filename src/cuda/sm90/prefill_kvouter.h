@@ -16,11 +16,12 @@
 //      once per unit (double-buffered across units), the Q tiles are gathered with
 //      cp.async two tiles ahead and each warpgroup issues tile n+1's QK wgmma before
 //      tile n's epilogue; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
-//      single-page softmax per (query, head); partial O (BF16) and LSE (FP32) go to
-//      [K, T, Hq, 128] / [K, T, Hq] at the entry's slot.
-//   3. combine: per (query, head), the valid slots in ascending order:
-//      LSE = ln sum exp(l_j), O = BF16(v_global * sum exp(l_j - LSE) o_j); empty rows
-//      give 0 and -inf (D5).
+//      single-page softmax per (query, head); the unnormalised partial O (BF16)
+//      and its (log scale m c, normaliser l) pair (FP32) go to [K, T, Hq, 128] /
+//      [K, T, Hq, 2] at the entry's slot.
+//   3. combine: per (query, head), the valid slots in ascending order, w_j = exp(s_j - M):
+//      O = BF16(v_global * sum w_j O_j / sum w_j l_j), LSE = M + ln sum w_j l_j (- ln 448
+//      on the FP8 paths); empty rows give 0 and -inf (D5).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,10 @@ struct PrefillParams {
   /// the plan, 2 = stop after the attention kernel (the output is then not written).
   int stop_after = 0;
 };
+
+/// Most partial rows (top-k x T x Hq) one launch takes: the kernels index them with 32-bit
+/// ints (the partials alone would be 512 GiB). Larger launches return cudaErrorInvalidValue.
+constexpr std::int64_t kMaxPartialRows = 0x7fffffff;
 
 /// Device workspace bytes of one launch (host-known capacities only: T, Hq, Hkv, K, B, W).
 std::int64_t prefill_kvouter_workspace_bytes(const PrefillParams& p);

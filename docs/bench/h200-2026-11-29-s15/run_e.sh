@@ -1,0 +1,18 @@
+#!/bin/bash
+# Session 15, H200 run E: prefill Q gather by TMA (tensor map over q, one box per query's
+# G heads, mbarrier per warpgroup and Q buffer) instead of cp.async; unit descriptors in
+# shared memory. Prefill tests (also FLASHMSA_FP8_QK=e4m3, the QGMMA opt-in), sanitizers,
+# benchmark.
+cd "$(dirname "$0")"; export FLASHMSA_DATA_DIR=$PWD/../data; L=$OUT/logs; mkdir -p $L; T0=$SECONDS
+t() { echo "[$((SECONDS-T0))s] $*"; }
+timeout 200 ./test_cuda_prefill > $L/test_cuda_prefill.log 2>&1; t "test_cuda_prefill rc=$? ok=$(grep -c 'OK \]' $L/test_cuda_prefill.log) $(grep 'FAILED  \]' $L/test_cuda_prefill.log | head -4 | tr '\n' ' ')"
+grep -B2 -A10 'Failure' $L/test_cuda_prefill.log | head -40
+FLASHMSA_FP8_QK=e4m3 timeout 200 ./test_cuda_prefill > $L/test_cuda_prefill_e4m3.log 2>&1; t "test_cuda_prefill FLASHMSA_FP8_QK=e4m3 rc=$? ok=$(grep -c 'OK \]' $L/test_cuda_prefill_e4m3.log) $(grep 'FAILED  \]' $L/test_cuda_prefill_e4m3.log | head -4 | tr '\n' ' ')"
+grep -A6 'Failure' $L/test_cuda_prefill_e4m3.log | head -14
+timeout 200 ./bench_prefill --reps 4 --selection random --kernels kv_outer --csv $OUT/prefill.csv > $L/bench_prefill.log 2>&1; t "bench_prefill rc=$?"
+cut -d, -f1-4,6,8-13 $OUT/prefill.csv
+CS="compute-sanitizer --print-limit 5"
+timeout 150 $CS --tool memcheck ./test_cuda_prefill --gtest_filter='*LseOff*' > $L/san_prefill.log 2>&1; t "memcheck prefill rc=$? $(grep 'ERROR SUMMARY' $L/san_prefill.log)"
+timeout 150 $CS --tool racecheck ./test_cuda_prefill --gtest_filter='*LseOff*' > $L/race_prefill.log 2>&1; t "racecheck prefill rc=$? $(grep -E 'RACECHECK SUMMARY' $L/race_prefill.log)"
+timeout 150 $CS --tool synccheck ./test_cuda_prefill --gtest_filter='*LseOff*' > $L/sync_prefill.log 2>&1; t "synccheck prefill rc=$? $(grep -E 'ERROR SUMMARY' $L/sync_prefill.log)"
+grep -m3 -A4 "Error\|Hazard" $L/san_prefill.log $L/race_prefill.log | head -20
