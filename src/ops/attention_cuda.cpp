@@ -264,6 +264,9 @@ Status run_prefill_cuda(const SparseAttentionPrefillArgs& a) {
     if (partial_rows > cuda::kMaxPartialRows)
       return Status::InvalidArgument(op, "q", "top-k x query rows x num_q_heads <= 2^31 - 1 (prefill in smaller chunks of query rows)",
                                      std::to_string(partial_rows));
+    if (p.num_rows >= cuda::kMaxQueryRows)
+      return Status::InvalidArgument(op, "q", "fewer than 2^27 query rows per call (prefill in smaller chunks of query rows)",
+                                     std::to_string(p.num_rows) + " rows");
     const int err = cuda::launch_prefill_kvouter(p, static_cast<int>(a.kv.format), a.stream);
     if (err == 0) return Status::Ok();
     if (cuda::is_out_of_memory(err)) {

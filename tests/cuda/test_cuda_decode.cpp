@@ -544,9 +544,9 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
   EXPECT_EQ(choose_num_splits(256, 8, 4, 132), 2);   // b32 Q8
   EXPECT_EQ(choose_num_splits(1024, 8, 4, 132), 1);  // b128 Q8
   EXPECT_EQ(choose_num_splits(1, 1, 1, 8), 8);       // few SMs: 16 x 1 > 8
-  // Kernel choice: warp-MMA while query rows x KV heads <= SMs or the tile kernel's M
-  // tile would hold <= 16 rows, with the largest split count <= 16 that fits one wave
-  // and splits a 16-page row evenly (at least 1).
+  // Kernel choice: warp-MMA while query rows x KV heads <= SMs or at Q 1, with the
+  // largest split count <= 16 that fits one wave and splits a 16-page row evenly (at
+  // least 1).
   struct Want {
     int batch, q, hq, hkv;
     bool warp_mma;
@@ -566,6 +566,7 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
                        Want{128, 1, 64, 4, true, 1, 1},  // 512 row CTAs, tile M = 16
                        Want{128, 1, 16, 1, true, 1, 1},  // 128 row CTAs
                        Want{8, 8, 64, 4, false, 8, 5},   // 256 row CTAs, tile M = 128
+                       Want{64, 4, 16, 4, false, 4, 1},  // 1024 row CTAs, Q 4: tile (M = 16)
                        Want{32, 8, 64, 4, false, 8, 2}}) {
     const cuda::DecodeSchedule s = cuda::choose_decode_schedule(w.batch, w.q, w.hq, w.hkv, 132, true);
     EXPECT_EQ(s.warp_mma, w.warp_mma) << w.batch << "x" << w.q;

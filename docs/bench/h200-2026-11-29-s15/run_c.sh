@@ -1,4 +1,5 @@
 #!/bin/bash
+# sass_summary.py: docs/bench/h200-2026-11-29-s14/sass_summary.py (copied beside the binaries).
 # Session 15, H200 run C: ncu of the prefill attention kernel (BF16, 16/1, 8192, 32768)
 # after the epilogue/gather changes and L2 policies: stalls, memory, SASS hot spots.
 # Then the decode kernel A/B beyond one wave of row CTAs (default plan vs warp_mma).

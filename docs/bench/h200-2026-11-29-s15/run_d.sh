@@ -1,4 +1,5 @@
 #!/bin/bash
+# sass_summary.py: docs/bench/h200-2026-11-29-s14/sass_summary.py (copied beside the binaries).
 # Session 15, H200 run D: prefill list entries loaded a softmax ahead of the gather;
 # decode schedule rule (warp-MMA for one wave of row CTAs or tile M <= 16). Tests,
 # prefill bench, decode default-plan bench on the cases the rule moved, ncu stall summary.

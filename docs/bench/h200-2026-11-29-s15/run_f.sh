@@ -1,4 +1,5 @@
 #!/bin/bash
+# sass_summary.py: docs/bench/h200-2026-11-29-s14/sass_summary.py (copied beside the binaries).
 # Session 15, H200 run F: ncu of the prefill attention kernel after the TMA Q gather,
 # BF16 and FP8 (QK16), (16/1, 8192, 32768): stalls and SASS hot spots.
 cd "$(dirname "$0")"; export FLASHMSA_DATA_DIR=$PWD/../data; L=$OUT/logs; mkdir -p $L; T0=$SECONDS

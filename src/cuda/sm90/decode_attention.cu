@@ -31,8 +31,10 @@ constexpr int kFoldMaxRowSplits = 256;
 // the fold (130 vs 135 us, BF16).
 constexpr int kFoldMaxSplits = 4;
 // choose_decode_schedule: the warp-MMA kernel when its one-row CTAs fit one wave
-// (rows x KV heads <= SMs), or when the tile kernel's M tile (queries per CTA x group
-// size) would hold at most kWarpMmaMaxTileRows of its 128 rows. H200, session 15
+// (rows x KV heads <= SMs), or at Q 1 (the tile kernel's M tile is then the G <= 16 heads
+// of one query, at most 16 of its 128 rows). At Q > 1 the tile kernel loads a request's
+// pages once for all its queries and the warp-MMA kernel once per query row, so past one
+// wave it keeps the tile kernel even where Q x G is small (not measured). H200, session 15
 // (docs/bench/h200-2026-11-29-s15, default plan of session 14 vs the warp-MMA kernel,
 // us, BF16 / FP8 / NVFP4):
 //   b2 Q8 4K 64/4 (64 row CTAs):      26.8 / 27.7 / 28.7  vs  20.2 / 14.8 / 22.2
@@ -42,7 +44,6 @@ constexpr int kFoldMaxSplits = 4;
 //   b8 Q8 10K 64/4 (256, M = 128):    48.9 / 53.5 / 57.7  vs  59.6 / 39.0 / 67.8
 //   b32 Q8 10K 64/4 (1024, M = 128):  116 / 135 / 157     vs  233 / 152 / 263
 // so past one wave only the M = 16 tile (Q 1 with 16 heads per KV head) loses.
-constexpr int kWarpMmaMaxTileRows = 16;
 
 using at::ex2_approx;
 using at::kBf16;
@@ -676,10 +677,7 @@ DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int nu
   const long long rows = static_cast<long long>(batch) * queries_per_request;
   const long long row_ctas = rows * num_kv_heads;  // warp-MMA kernel CTAs before splitting
   const int forced = forced_decode_kernel();
-  const int tile_rows = queries_per_cta(false, queries_per_request, num_q_heads / num_kv_heads) *
-                        (num_q_heads / num_kv_heads);
-  s.warp_mma = forced == 1 || forced == 3 ||
-               (forced == 0 && (row_ctas <= num_sms || tile_rows <= kWarpMmaMaxTileRows));
+  s.warp_mma = forced == 1 || forced == 3 || (forced == 0 && (row_ctas <= num_sms || queries_per_request == 1));
   s.kernel_forced = forced != 0;
   if (s.warp_mma) {
     s.queries_per_cta = 1;

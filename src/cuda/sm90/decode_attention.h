@@ -120,8 +120,8 @@ struct DecodeSchedule {
 /// Decode schedule for batch x Q query rows on a GPU with num_sms SMs. The warp-MMA
 /// kernel (one CTA per (query row, KV head, split)) when rows x KV heads <= SMs (small
 /// batches, where the wgmma tile kernel would leave most of the GPU idle), and at any
-/// batch when the tile kernel's M tile would use at most 16 of its 128 rows (Q 1 with
-/// 16 heads per KV head; measured in decode_attention.cu, session 15); its split
+/// batch for Q 1, where the tile kernel's M tile would use at most 16 of its 128 rows
+/// (measured with 16 heads per KV head in decode_attention.cu, session 15); its split
 /// count is the largest <= 16 that fits one wave, then lowered to ceil(16 / pages per
 /// split) so that no split of a 16-page row is left without pages. The warp-MMA kernel
 /// splits P V by head dims across its warps (dims_split) when each split CTA holds at

@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
 // Attention.
 
 // QK16 (FP8 paths, default): Q K^T on the exact F16 images of E4M3 Q and K (attn_tile.cuh):
-// the E4M3 Q rows arrive raw by cp.async and each warpgroup widens its 64 rows into an
+// the E4M3 Q rows arrive raw by TMA and each warpgroup widens its 64 rows into an
 // F16 Q tile before it issues that tile's QK wgmma.
 //
 // Software pipeline (per warpgroup): the QK wgmma of tile n+1 is issued right after the
@@ -452,7 +452,7 @@ struct Smem {
   using PB = at::PageBytes<FMT, QK16>;
   static constexpr int kPage = PB::kStage;                            // one cp.async page stage (x2)
   static constexpr int kConv = PB::kConv;                             // converted page tiles (x1)
-  static constexpr int kNQ = QK16 ? 2 : 3;                            // cp.async Q tiles
+  static constexpr int kNQ = QK16 ? 2 : 3;                            // TMA-gathered Q tiles
   static constexpr int kQ = QK16 ? kTileRows * 128 : kTileRows * PB::kQRow;
   static constexpr int kNWide = QK16 ? 2 : 0;                         // F16 Q tiles (QK16)
   static constexpr int kWideQ = kTileRows * 256;
@@ -1034,7 +1034,8 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const int G = p.num_q_heads / p.num_kv_heads;
   if (p.num_kv_heads <= 0 || G <= 0 || G > 16 || 16 % G != 0 || p.topk_k < 1 || p.topk_k > 16 ||
       p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2 ||
-      static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads > kMaxPartialRows)
+      static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads > kMaxPartialRows ||
+      p.num_rows >= kMaxQueryRows)
     return cudaErrorInvalidValue;
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const std::int64_t bytes = prefill_kvouter_workspace_bytes(p);

@@ -5,7 +5,8 @@
 // comes from cudaMallocAsync / cudaFreeAsync on the stream):
 //   1. plan: per KV head, a CSR from every (request, logical page) "row" to the
 //      (query, top-k slot) entries that selected it (D1 validation, duplicates once):
-//      a counting pass with warp-aggregated atomics on 8 sub-counters per row, exclusive
+//      a counting pass, one thread per top-k slot, with warp-aggregated atomics on 8
+//      sub-counters per row (32 on hot rows, 1 for huge plans), exclusive
 //      scans of entries and work units per row (reduce-then-scan), a pass writing each
 //      row's sub-range starts and work-unit descriptors, a fill pass. The order inside a row is not fixed, and does not need to be: every
 //      entry's partial depends only on its own query row and page, never on its tile
@@ -13,8 +14,8 @@
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
 //      rows) take work units = (row, up to kTilesPerUnit M-tiles) from a dynamic
 //      schedule (ticket counter; outputs do not depend on it). The page is loaded
-//      once per unit (double-buffered across units), the Q tiles are gathered with
-//      cp.async two tiles ahead and each warpgroup issues tile n+1's QK wgmma before
+//      once per unit (double-buffered across units), the Q tiles are gathered by TMA
+//      two tiles ahead and each warpgroup issues tile n+1's QK wgmma before
 //      tile n's epilogue; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
 //      single-page softmax per (query, head); the unnormalised partial O (BF16)
 //      and its (log scale m c, normaliser l) pair (FP32) go to [K, T, Hq, 128] /
@@ -70,6 +71,9 @@ struct PrefillParams {
 /// Most partial rows (top-k x T x Hq) one launch takes: the kernels index them with 32-bit
 /// ints (the partials alone would be 512 GiB). Larger launches return cudaErrorInvalidValue.
 constexpr std::int64_t kMaxPartialRows = 0x7fffffff;
+/// Most query rows T one launch takes: the plan's list entries are (t << 4) | slot in an
+/// int. Larger launches return cudaErrorInvalidValue.
+constexpr std::int64_t kMaxQueryRows = std::int64_t{1} << 27;
 
 /// Device workspace bytes of one launch (host-known capacities only: T, Hq, Hkv, K, B, W).
 std::int64_t prefill_kvouter_workspace_bytes(const PrefillParams& p);
