@@ -41,6 +41,7 @@ struct Case {
   bool messy = false;
   bool local_first = false;  // vLLM order: the local page in slot 0
   bool nan_slots = true;     // unused token slots / unmapped pages hold NaN bytes
+  bool q_head_major = false;  // GPU q stored [Hq, T, 128], passed as a [T, Hq, 128] view
   int topk_k = 16;           // K of the top-k tensor [T, Hkv, K]
   std::uint64_t seed = 1;
 };
@@ -238,14 +239,29 @@ Result run_gpu(const Case& c, const Inputs& in, bool graph = false) {
   Result r;
   r.out.reset(DType::bf16, {in.T, c.hq, 128});
   r.lse.reset(DType::f32, {c.with_lse ? in.T : 0, c.hq});
-  DeviceTensor q(in.q), k(in.k), v(in.v), ks(in.ks), vs(in.vs), topk(in.topk), bt(in.block_table),
-      cu(in.cu), seq(in.seq_lens), out(r.out), lse(r.lse);
+  // q_head_major: the same q values in head-major storage (head stride T x 128), the
+  // layout the TMA gather's tensor map must follow from the view's strides.
+  HostTensor q_store;
+  if (c.q_head_major) {
+    q_store.reset(in.q.view().dtype, {c.hq, in.T, 128});
+    const std::size_t es = in.q.bytes() / static_cast<std::size_t>(in.q.numel());
+    for (int t = 0; t < in.T; ++t)
+      for (int h = 0; h < c.hq; ++h)
+        std::memcpy(q_store.data<std::uint8_t>() + ((static_cast<std::size_t>(h) * in.T + t) * 128) * es,
+                    in.q.data<std::uint8_t>() + ((static_cast<std::size_t>(t) * c.hq + h) * 128) * es, 128 * es);
+  }
+  DeviceTensor q(c.q_head_major ? q_store : in.q), k(in.k), v(in.v), ks(in.ks), vs(in.vs), topk(in.topk),
+      bt(in.block_table), cu(in.cu), seq(in.seq_lens), out(r.out), lse(r.lse);
+  TensorView q_view = q.view();
+  if (c.q_head_major)
+    q_view = make_strided_view(q_view.data, in.q.view().dtype, {in.T, c.hq, 128}, {128, static_cast<std::int64_t>(in.T) * 128, 1},
+                               Device::cuda);
   out.poison();
   lse.poison();
   TensorView topk_view = in.topk_view;
   topk_view.data = topk.view().data;
   topk_view.device = Device::cuda;
-  SparseAttentionPrefillArgs a = args_of(c, in, q.view(), k.view(), v.view(), ks.view(), vs.view(), topk_view,
+  SparseAttentionPrefillArgs a = args_of(c, in, q_view, k.view(), v.view(), ks.view(), vs.view(), topk_view,
                                          bt.view(), cu.view(), seq.view(), out.view(), lse.view());
   if (graph) {
     cudaStream_t stream;
@@ -286,7 +302,8 @@ const std::vector<Req> kMixed = {{1, 0}, {200, 0}, {77, 1000}, {300, 3968}, {129
 
 TEST(CudaPrefill, FormatsAndHeadSplits) {
   REQUIRE_GPU();
-  const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}, {8, 8}};
+  // Group sizes 16, 16, 16, 8, 1, 4, 2 (the TMA gather's box is one query's G heads).
+  const int heads[][2] = {{64, 4}, {32, 2}, {16, 1}, {8, 1}, {8, 8}, {16, 4}, {16, 8}};
   std::uint64_t seed = 5;
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4})
     for (auto& h : heads) {
@@ -313,6 +330,21 @@ TEST(CudaPrefill, LseOffHeadMajorTopkMessyEntriesSwizzledScales) {
   c.format = KvFormat::bf16;
   c.with_lse = true;
   check_case(c, "bf16 head-major, messy");
+}
+
+// q as a strided view: head-major storage (head stride T x 128, row stride 128), for
+// the TMA gather's tensor map and both Q element sizes.
+TEST(CudaPrefill, HeadMajorQuery) {
+  REQUIRE_GPU();
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
+    Case c;
+    c.reqs = {{130, 300}, {1, 0}, {77, 2000}};
+    c.hq = 16;
+    c.hkv = 2;
+    c.format = f;
+    c.q_head_major = true;
+    check_case(c, std::string(kv_format_name(f)) + " head-major q");
+  }
 }
 
 // Several work units per CTA (about 4 here): the cross-unit page and Q-tile pipeline.
