@@ -198,6 +198,37 @@ __device__ __forceinline__ void load_q_fragments(const DecodeParams& p, long lon
   }
 }
 
+// A warp-MMA CTA's coordinates: (query row, KV head, split) from blockIdx, the thread's
+// warp and its mma fragment position.
+struct RowCta {
+  int lane, w, g, c;  // lane, warp, fragment row g = lane / 4 and column pair c = lane % 4
+  int G, kv, split;   // query heads per KV head, KV head, split (blockIdx.y)
+  long long row;      // query row
+};
+
+// The prologue both warp-MMA kernels share (after the PDL wait): warp 0 resolves the
+// split's pages into s_phys / s_limit / *s_n while every thread loads its Q fragments
+// (issued before the barrier so they load meanwhile); returns after the barrier that
+// publishes the pages.
+template <bool kFp8P>
+__device__ __forceinline__ RowCta begin_row_cta(const DecodeParams& p, int tid, int* s_phys, int* s_limit, int* s_n,
+                                                std::uint32_t (&qa)[8][4]) {
+  RowCta rc;
+  rc.lane = tid & 31;
+  rc.w = tid >> 5;
+  rc.g = rc.lane >> 2;
+  rc.c = rc.lane & 3;
+  const int Hkv = p.num_kv_heads;
+  rc.G = p.num_q_heads / Hkv;
+  rc.row = blockIdx.x / Hkv;
+  rc.kv = static_cast<int>(blockIdx.x % Hkv);
+  rc.split = blockIdx.y;
+  if (rc.w == 0) resolve_split_pages(p, rc.row, rc.kv, rc.split, rc.lane, s_phys, s_limit, s_n);
+  load_q_fragments<kFp8P>(p, rc.row, rc.kv, rc.G, rc.g, rc.c, qa);
+  __syncthreads();
+  return rc;
+}
+
 // Split merge inside the thread-block cluster of the (row, KV head): every CTA has
 // published its (M, L, unnormalised O) in cta_o / s_cta_m / s_cta_l; CTA `split` merges
 // heads split, split + S, ... from all S CTAs' shared memory (DSMEM), in split order
@@ -350,20 +381,12 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
 #ifndef FLASHMSA_WMMA_TRACE
   const int tid = threadIdx.x;
 #endif
-  const int lane = tid & 31, w = tid >> 5;
-  const int g = lane >> 2, c = lane & 3;
-  const int Hkv = p.num_kv_heads, G = p.num_q_heads / Hkv;
-  const long long row = blockIdx.x / Hkv;
-  const int kv = static_cast<int>(blockIdx.x % Hkv);
-  const int split = blockIdx.y;
-
-  // 1. Metadata (warp 0): top-k entries and the length together, then the block table.
-  if (w == 0) resolve_split_pages(p, row, kv, split, lane, s_phys, s_limit, &s_n);
-
-  // Q fragments, issued before the barrier so they load while warp 0 resolves the pages.
+  // 1. Metadata (warp 0): top-k entries and the length together, then the block table;
+  // the Q fragments meanwhile.
   std::uint32_t qa[8][4];
-  load_q_fragments<kFp8P>(p, row, kv, G, g, c, qa);
-  __syncthreads();
+  const RowCta rc = begin_row_cta<kFp8P>(p, tid, s_phys, s_limit, &s_n, qa);
+  const int w = rc.w, g = rc.g, c = rc.c, G = rc.G, kv = rc.kv, split = rc.split;
+  const long long row = rc.row;
   const int n = s_n;
   WTRACE(2);
   const int t0 = 16 * w;  // this warp's first token of every page
@@ -672,16 +695,11 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
 
   sm90::pdl_wait();
   sm90::pdl_launch_dependents();
-  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-  const int g = lane >> 2, c = lane & 3;
-  const int Hkv = p.num_kv_heads, G = p.num_q_heads / Hkv;
-  const long long row = blockIdx.x / Hkv;
-  const int kv = static_cast<int>(blockIdx.x % Hkv);
-  const int split = blockIdx.y;
-  if (w == 0) resolve_split_pages(p, row, kv, split, lane, s_phys, s_limit, &s_n);
+  const int tid = threadIdx.x;
   std::uint32_t qa[8][4];
-  load_q_fragments<kFp8P>(p, row, kv, G, g, c, qa);
-  __syncthreads();
+  const RowCta rc = begin_row_cta<kFp8P>(p, tid, s_phys, s_limit, &s_n, qa);
+  const int lane = rc.lane, w = rc.w, g = rc.g, c = rc.c, G = rc.G, kv = rc.kv, split = rc.split;
+  const long long row = rc.row;
   const int n = s_n;
   const int t0 = 16 * w;
 

@@ -669,7 +669,9 @@ __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64
 
 // stmatrix.x4: four 8x8 b16 matrices; lane i gives the shared address of row i % 8 of
 // matrix i / 8, and register k holds the lane's two elements of matrix k (the mma
-// accumulator layout: row lane / 4, columns 2 (lane % 4) + {0, 1}).
+// accumulator layout: row lane / 4, columns 2 (lane % 4) + {0, 1}). Not CuTe's
+// SM90_U32x4_STSM_N: its asm has no memory clobber, and the staged rows are read back by
+// other threads right after a named barrier.
 __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1,
                                             std::uint32_t r2, std::uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
@@ -683,8 +685,8 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 // (m c, l) pair: its log scale (the raw max times c) and its normaliser. The combine
 // divides (prefill_combine), so the epilogue needs no reciprocal, no 64 multiplies and
 // no logarithm. BF16(O) carries the same relative rounding as BF16(O / l) did.
-template <int FMT>
-__device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const float (&o)[64], const float (&m)[2], float (&l)[2],
+__device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const float (&o)[64],
+                                         const float (&m)[2], float (&l)[2],
                                          std::uint8_t* stage, const int* s_row, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
   {
@@ -870,7 +872,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       gm::wait<1>();  // PV(n); QK(n+1) stays in flight
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue<FMT>(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      epilogue(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
       gm::wait<0>();  // QK(n+1)
       gm::fence_operands(s);
     }
@@ -894,7 +896,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       gm::wait<0>();
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue<FMT>(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      epilogue(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
       if (tid == 0 && has_next) {
         const int after = 2 * static_cast<int>(gridDim.x) + ticket;
         s_sched[k & 1] = after < w.unit_ptr[num_csr_rows(p)] ? after : -1;
