@@ -260,6 +260,7 @@ Status run_prefill_cuda(const SparseAttentionPrefillArgs& a) {
     p.cu_seqlens = a.cu_seqlens_q.ptr<const std::int32_t>();
     p.cu_stride = a.cu_seqlens_q.stride[0];
     p.stop_after = prefill_stop_after();
+    p.q_e4m3 = a.kv.format != KvFormat::bf16;
     const std::int64_t partial_rows = static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads;
     if (partial_rows > cuda::kMaxPartialRows)
       return Status::InvalidArgument(op, "q", "top-k x query rows x num_q_heads <= 2^31 - 1 (prefill in smaller chunks of query rows)",

@@ -68,6 +68,7 @@ struct Workspace {
   unsigned* vmask = nullptr;        // [T * Hkv] valid slots (bit k)
   std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128] unnormalised partial O
   float* ml_part = nullptr;         // f32 [K, T, Hq, 2] (m c, l): log scale and normaliser of o_part
+  std::uint16_t* q16 = nullptr;     // f16 [T, Hq, 128]: the E4M3 query's exact F16 image (QK16 only)
   std::int64_t bytes = 0;
 };
 
@@ -85,13 +86,17 @@ std::int64_t unit_capacity(const PrefillParams& p) {
   return num_csr_rows(p) + entries / (kTilesPerUnit * qpt) + 1;
 }
 
+// QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
+// call (widen_query), instead of widening each gathered tile in shared memory.
+bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma(); }
+
 Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
   w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
   const std::int64_t S = w.nsub;
-  const std::int64_t sizes[10] = {(N * S + 1) * 4,
+  const std::int64_t sizes[11] = {(N * S + 1) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
@@ -100,11 +105,12 @@ Workspace carve(const PrefillParams& p, void* base) {
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
                                  K * T * p.num_q_heads * 8,
-                                 N * S * 4};
+                                 N * S * 4,
+                                 uses_q16(p) ? T * p.num_q_heads * 128 * 2 : 0};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
-  void* ptrs[10];
-  for (int i = 0; i < 10; ++i) {
+  void* ptrs[11];
+  for (int i = 0; i < 11; ++i) {
     ptrs[i] = b ? b + off : nullptr;
     off += align256(sizes[i]);
   }
@@ -119,6 +125,7 @@ Workspace carve(const PrefillParams& p, void* base) {
   w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
   w.ml_part = static_cast<float*>(ptrs[8]);
   w.sub_ptr = static_cast<int*>(ptrs[9]);
+  w.q16 = uses_q16(p) ? static_cast<std::uint16_t*>(ptrs[10]) : nullptr;
   w.bytes = off;
   return w;
 }
@@ -438,31 +445,28 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
 // Attention.
 
 // QK16 (FP8 paths, default): Q K^T on the exact F16 images of E4M3 Q and K (attn_tile.cuh):
-// the E4M3 Q rows arrive raw by TMA and each warpgroup widens its 64 rows into an
-// F16 Q tile before it issues that tile's QK wgmma.
+// the F16 Q tiles come by TMA from the query's F16 copy (widen_query), like BF16 tiles.
 //
 // Software pipeline (per warpgroup): the QK wgmma of tile n+1 is issued right after the
 // PV wgmma of tile n, so it runs under tile n's epilogue; the Q rows of tile n+2 are in
 // flight meanwhile. Three tiles are live at once, so the buffers rotate by tile position
 // n (counted across units): metadata n % 3; BF16 / QGMMA Q tiles n % 3 (a BF16 tile is
-// also the output staging of its own epilogue); QK16: raw E4M3 rows n % 2 (dead once
-// widened) and F16 Q tiles n % 2 (each the staging of its own epilogue).
+// also the output staging of its own epilogue, as is a QK16 F16 tile).
 template <int FMT, bool QK16>
 struct Smem {
   using PB = at::PageBytes<FMT, QK16>;
   static constexpr int kPage = PB::kStage;                            // one cp.async page stage (x2)
   static constexpr int kConv = PB::kConv;                             // converted page tiles (x1)
-  static constexpr int kNQ = QK16 ? 2 : 3;                            // TMA-gathered Q tiles
-  static constexpr int kQ = QK16 ? kTileRows * 128 : kTileRows * PB::kQRow;
-  static constexpr int kNWide = QK16 ? 2 : 0;                         // F16 Q tiles (QK16)
-  static constexpr int kWideQ = kTileRows * 256;
+  static constexpr int kNQ = 3;                                       // TMA-gathered Q tiles
+  static constexpr bool kQ16 = FMT == at::kBf16 || QK16;               // 16-bit Q rows (256 bytes)
+  static constexpr int kQ = kQ16 ? kTileRows * 256 : kTileRows * PB::kQRow;
   // Output staging (64 rows x 256 bytes per warpgroup, SW128): the 256-byte-row Q tile
   // the QK wgmma read; E4M3 QGMMA needs its own (one: only the epilogue uses it).
   static constexpr int kStage = (FMT == at::kBf16 || QK16) ? 0 : kTileRows * 256;
   // s_units[2] (UnitDesc), s_row[3][128] (int), s_lim[3][128] (int8), s_sched[2], Q
   // barriers [2 warpgroups][kNQ] (u64)
   static constexpr int kMeta = 2 * 32 + 3 * kTileRows * 5 + 8 + 2 * kNQ * 8;
-  static constexpr int kBytes = 2 * kPage + kConv + kNQ * kQ + kNWide * kWideQ + kStage + kMeta;
+  static constexpr int kBytes = 2 * kPage + kConv + kNQ * kQ + kStage + kMeta;
   static constexpr int kAlloc = kBytes + 1024;  // runtime 1024-byte alignment
   static_assert(kAlloc <= 227 * 1024, "shared memory");
 };
@@ -527,8 +531,7 @@ __device__ __forceinline__ int load_entry(const Workspace& w, const UnitDesc& un
 // g*G + r % G of the query of `entry` (load_entry); a query's G heads are one box of the
 // q tensor map (q_map, encode_q_map: [T, Hq, 128], box 1 x G x (64 | 128) elements), so
 // one thread per query issues the copies (two for BF16, one per 128-byte SW128 panel)
-// into rows [r, r + G) of the tile: SW128 for the wgmma-read tiles, plain 128-byte rows
-// for QK16's raw E4M3 rows. Each query's thread arrives on the warpgroup's barrier `bar`
+// into rows [r, r + G) of the SW128 tile. Each query's thread arrives on the warpgroup's barrier `bar`
 // for this tile position (initialised for 64 / G arrivals), expecting its query's bytes
 // (none for a padding query). Padding rows are not loaded: they keep stale
 // data, which the mask (lim -1: every key masked, P = 0) and the store (s_row -1) make
@@ -542,7 +545,8 @@ template <int FMT, bool QK16>
 __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const CUtensorMap& q_map, const UnitDesc& un,
                                              int entry, int G, std::uint8_t* q_tile, int* s_row, std::int8_t* s_lim,
                                              std::uint64_t* bar, int tid) {
-  constexpr int kRowBytes = FMT == at::kBf16 ? 256 : 128;  // one head of one query row
+  constexpr bool kQ16 = FMT == at::kBf16 || QK16;           // BF16 or the query's F16 copy
+  constexpr int kRowBytes = kQ16 ? 256 : 128;               // one head of one query row
   const int r = tid >> 1, half = tid & 1;  // warpgroup wg: rows 64 wg.. (threads 2r, 2r + 1)
   const bool ok = entry >= 0;
   int orow = -1, lim = -1;
@@ -560,7 +564,7 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const CUten
       const std::uint64_t pol = l2_evict_last();
       const int t = entry >> 4;
       cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + r * 128, 0, un.g * G, t);
-      if constexpr (FMT == at::kBf16)
+      if constexpr (kQ16)
         cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + kTileRows * 128 + r * 128, 64, un.g * G, t);
     } else {
       cutlass::arch::ClusterBarrier::arrive(bar);
@@ -583,19 +587,6 @@ __device__ __forceinline__ void fence_pa(std::uint32_t (&pa)[8][4]) {
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(pa[i][k])::"memory");
-}
-
-// QK16: this warpgroup's 64 raw E4M3 rows -> the F16 Q tile (then proxy fence; the
-// caller's warpgroup barrier publishes it to the wgmma).
-__device__ __forceinline__ void widen_q(const std::uint8_t* raw, std::uint8_t* wide, int wg, int wtid) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int c = wtid + 128 * i;
-    const int row = 64 * wg + (c >> 4), ch = c & 15;
-    at::store_e4m3x8_as_f16(wide + gm::sw128_offset(row, 16 * ch, kTileRows),
-                            *reinterpret_cast<const uint2*>(raw + row * 128 + 8 * ch));
-  }
-  at::fence_view_async_shared();
 }
 
 // Single-page softmax of this warpgroup's 64 rows (S waited in s) -> P fragments pa, row
@@ -742,8 +733,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto page_buf = [smem](int i) { return smem + i * S::kPage; };
   std::uint8_t* conv = smem + 2 * S::kPage;
   std::uint8_t* qbase = conv + S::kConv;
-  std::uint8_t* wbase = qbase + S::kNQ * S::kQ;
-  std::uint8_t* stage_fp8 = wbase + S::kNWide * S::kWideQ;
+  std::uint8_t* stage_fp8 = qbase + S::kNQ * S::kQ;
   // The current and next unit's descriptors live in shared memory (by unit parity), not
   // in registers: the tile loop runs at the register limit.
   UnitDesc* s_units = reinterpret_cast<UnitDesc*>(stage_fp8 + S::kStage);  // [2]
@@ -753,11 +743,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   std::uint64_t* s_qbar = reinterpret_cast<std::uint64_t*>(s_sched + 2);         // [2][kNQ]
   // Buffers of tile position n.
   auto q_buf = [qbase](int n) { return qbase + (n % S::kNQ) * S::kQ; };
-  auto wide_q = [wbase](int n) { return wbase + (n & 1) * S::kWideQ; };
   auto ent_of = [s_row](int n) { return s_row + (n % 3) * kTileRows; };
   auto lim_of = [s_lim](int n) { return s_lim + (n % 3) * kTileRows; };
-  auto qk_tile = [&](int n) { return QK16 ? wide_q(n) : q_buf(n); };
-  auto stage_of = [&](int n) { return FMT == at::kBf16 ? q_buf(n) : (QK16 ? wide_q(n) : stage_fp8); };
+  auto stage_of = [&](int n) { return S::kQ16 ? q_buf(n) : stage_fp8; };
   // Q tile of position n: warpgroup wg's barrier, and the wait for its TMA bytes. Each
   // position is one phase of its buffer's barrier; bit b of qphase is the parity of the
   // next phase of buffer b (positions are waited in order).
@@ -817,11 +805,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // tile has any): no wgmma in a divergent path. Padding rows have stale Q, lim -1 (all
     // keys masked: P = 0, l = 0) and s_row -1 (nothing stored).
     wait_q(wg, n0);
-    if constexpr (QK16) {
-      widen_q(q_buf(n0), wide_q(n0), wg, wtid);
-      wg_barrier(wg);
-    }
-    at::wg_qk<FMT, QK16>(gm::smem_addr(qk_tile(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+    at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
     if (cur.ntiles > 1)
       issue_q_tile<FMT, QK16>(p, q_map, cur, entry, G, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1),
                               qbar(wg, n0 + 1), tid);
@@ -831,13 +815,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Q buffer), owns and reads only rows [64 wg, 64 wg + 64) of the Q tiles, metadata
     // and staging, so warpgroup barriers suffice. Step j (tile n = n0 + j, S(n) waited):
     // list entries of position n+2 loaded; softmax, PV(n) issued; warpgroup barrier (tile
-    // n-1's epilogue done); Q(n+1) waited on its barrier, widened (QK16); QK(n+1) issued;
+    // n-1's epilogue done); Q(n+1) waited on its barrier; QK(n+1) issued;
     // the TMA gather of position n+2 (this unit's tile j+2 or the next unit's tile 0)
     // and, two tiles before the end, the next unit's page into the other buffer by
     // cp.async (free: both warpgroups passed the unit barrier; the only cp.async group,
     // waited at the next unit's start); PV(n) retired; epilogue(n) under QK(n+1); QK(n+1)
-    // retired. Buffers of position n+2 (= n-1 mod 3; QK16 raw rows: = n mod 2, widened
-    // before step j-1's QK) are free after this step's warpgroup barrier.
+    // retired. Buffers of position n+2 (= n-1 mod 3) are free after this step's
+    // warpgroup barrier.
     const int last = cur.ntiles - 1;
     const int jp = has_next ? max(cur.ntiles - 2, 0) : -1;
 #pragma unroll 1
@@ -853,11 +837,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       at::fence_view_async_shared();  // tile n-1's generic staging accesses before the TMA below
       wg_barrier(wg);                 // tile n-1's epilogue is done (its buffers are position n+2's)
       wait_q(wg, n + 1);
-      if constexpr (QK16) {
-        widen_q(q_buf(n + 1), wide_q(n + 1), wg, wtid);
-        wg_barrier(wg);
-      }
-      at::wg_qk<FMT, QK16>(gm::smem_addr(qk_tile(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+      at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
       if (j + 2 < cur.ntiles)
         issue_q_tile<FMT, QK16>(p, q_map, cur, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
                                 qbar(wg, n + 2), tid);
@@ -907,6 +887,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     pb ^= 1;
   }
   at::cp_async_wait<0>();
+}
+
+// ---------------------------------------------------------------------------------------
+// QK16: the E4M3 query [T, Hq, 128] (strided view) -> its exact F16 image q16, contiguous.
+// One thread per 16 bytes (16 values) of a (query, head) row. Session 15: widening each
+// gathered tile in shared memory instead cost the FP8 paths about 50 us of the attention
+// kernel at (16/1, 8192, 32768) (429 against 377 us for BF16).
+__global__ void __launch_bounds__(256) widen_query(const PrefillParams p, std::uint16_t* q16) {
+  const long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x;  // 16-byte chunk
+  if (i >= static_cast<long long>(p.num_rows) * p.num_q_heads * 8) return;
+  const long long row = i >> 3;
+  const long long t = row / p.num_q_heads, h = row % p.num_q_heads;
+  const uint4 in = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + t * p.q_row_stride +
+                                                   h * p.q_head_stride + (i & 7) * 16);
+  const std::uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  std::uint32_t o[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    o[2 * k] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] & 0xffffu));
+    o[2 * k + 1] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] >> 16));
+  }
+  uint4* dst = reinterpret_cast<uint4*>(q16 + i * 16);
+  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -972,15 +976,15 @@ __global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, co
 }
 
 // The q tensor map of the attention kernel's TMA gather: q as [T, Hq, 128] (byte strides
-// from the view: the op validated 16-byte alignment and strides, which is what TMA needs),
-// box 1 query x G heads x 64 BF16 (128 bytes, SW128; two boxes per query) or x 128 E4M3
-// (SW128 for QGMMA, no swizzle for QK16's raw rows). cuTensorMapEncodeTiled comes from
-// the runtime's driver entry point, so nothing links libcuda.
+// from the view: the op validated 16-byte alignment and strides, which is what TMA needs;
+// for QK16 the contiguous F16 copy q16), box 1 query x G heads x 64 16-bit values (128
+// bytes, SW128; two boxes per query) or x 128 E4M3 (SW128, QGMMA). cuTensorMapEncodeTiled
+// comes from the runtime's driver entry point, so nothing links libcuda.
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-cudaError_t encode_q_map(const PrefillParams& p, bool bf16, bool qk16, CUtensorMap* map) {
+cudaError_t encode_q_map(const PrefillParams& p, const Workspace& w, bool bf16, bool qk16, CUtensorMap* map) {
   static const EncodeTiledFn encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
@@ -988,18 +992,24 @@ cudaError_t encode_q_map(const PrefillParams& p, bool bf16, bool qk16, CUtensorM
     return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiledFn>(fn) : nullptr;
   }();
   if (encode == nullptr) return cudaErrorNotSupported;
-  const std::uint64_t es = bf16 ? 2 : 1;
+  const bool wide = bf16 || qk16;  // 16-bit elements: BF16, or QK16's F16 copy
+  const std::uint64_t es = wide ? 2 : 1;
   const std::uint64_t G = static_cast<std::uint64_t>(p.num_q_heads / p.num_kv_heads);
   const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(p.num_q_heads), static_cast<cuuint64_t>(p.num_rows)};
   // Strides of size-1 dimensions are never used; give them a legal value.
-  const cuuint64_t head = p.num_q_heads > 1 ? static_cast<cuuint64_t>(p.q_head_stride) * es : 128 * es;
-  const cuuint64_t row = p.num_rows > 1 ? static_cast<cuuint64_t>(p.q_row_stride) * es : head * dims[1];
+  // (q16 is contiguous: head stride 128, row stride Hq x 128.)
+  const std::int64_t hs = qk16 ? 128 : p.q_head_stride, rs = qk16 ? 128LL * p.num_q_heads : p.q_row_stride;
+  const cuuint64_t head = p.num_q_heads > 1 ? static_cast<cuuint64_t>(hs) * es : 128 * es;
+  const cuuint64_t row = p.num_rows > 1 ? static_cast<cuuint64_t>(rs) * es : head * dims[1];
   const cuuint64_t strides[2] = {head, row};
-  const cuuint32_t box[3] = {bf16 ? 64u : 128u, static_cast<cuuint32_t>(G), 1};
+  const cuuint32_t box[3] = {wide ? 64u : 128u, static_cast<cuuint32_t>(G), 1};
   const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
-                            const_cast<void*>(p.q), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            qk16 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUtensorMapDataType type = bf16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : qk16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                          : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  void* base = qk16 ? static_cast<void*>(w.q16) : const_cast<void*>(p.q);
+  const CUresult r = encode(map, type, 3, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -1021,7 +1031,7 @@ cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream
     configured[dev] = true;
   }
   CUtensorMap q_map;
-  err = encode_q_map(p, FMT == at::kBf16, QK16, &q_map);
+  err = encode_q_map(p, w, FMT == at::kBf16, QK16, &q_map);
   if (err != cudaSuccess) return err;
   prefill_attention<FMT, QK16><<<sms[dev], kThreads, smem, stream>>>(p, w, q_map);
   return cudaGetLastError();
@@ -1037,7 +1047,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   if (p.num_kv_heads <= 0 || G <= 0 || G > 16 || 16 % G != 0 || p.topk_k < 1 || p.topk_k > 16 ||
       p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2 ||
       static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads > kMaxPartialRows ||
-      p.num_rows >= kMaxQueryRows)
+      p.num_rows >= kMaxQueryRows || p.q_e4m3 != (kv_format != at::kBf16))
     return cudaErrorInvalidValue;
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const std::int64_t bytes = prefill_kvouter_workspace_bytes(p);
@@ -1053,6 +1063,10 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
   const long long nzero = N * w.nsub + 1;  // counts and sched
   const long long zero_blocks = (nzero + kPlanThreads - 1) / kPlanThreads;
+  if (w.q16 != nullptr) {  // QK16: the query's F16 copy for the attention kernel's gather
+    const long long chunks = static_cast<long long>(p.num_rows) * p.num_q_heads * 8;
+    widen_query<<<static_cast<unsigned>((chunks + 255) / 256), 256, 0, stream>>>(p, w.q16);
+  }
   // The plan: plan_zero, then programmatic dependents (see "Plan." above).
   plan_zero<<<static_cast<unsigned>(zero_blocks < kZeroMaxBlocks ? zero_blocks : kZeroMaxBlocks), kPlanThreads, 0,
               stream>>>(w.counts, nzero);

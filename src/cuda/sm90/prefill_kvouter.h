@@ -57,6 +57,7 @@ struct PrefillParams {
   int num_q_heads = 0;
   int num_kv_heads = 0;
   std::int64_t num_pages = 0;
+  bool q_e4m3 = false;    // q is E4M3 (the FP8 / NVFP4 formats); must match kv_format != 0
   float c = 0.0f;         // softmax_scale * q_scale * k_global_scale
   float v_global = 1.0f;  // multiplies the output
   std::uint16_t* out = nullptr;  // bf16 [T, Hq, 128]
