@@ -2,7 +2,8 @@
 // tokens after `prefix` cached ones, top-16 pages per (row, KV head) with the local page
 // forced, shuffled block table; each format; both kernels (KV-outer, the default, and the
 // v1 query-outer one via FLASHMSA_PREFILL_KERNEL=query_outer) in the same run. Median
-// of `--reps` CUDA-event timings after warm-up; effective TFLOP/s over the keys actually
+// of `--reps` CUDA-event timings after warm-up, of one call captured in a CUDA graph
+// (KV-outer; see time_call) and, as `eager_us`, of plain calls; effective TFLOP/s over the keys actually
 // visible to each query (4 x 128 x Hq per query-key pair), as a fraction of the measured
 // H200 peaks (BF16 807, FP8 1487 TFLOP/s). For KV-outer the breakdown plan / attention /
 // combine comes from FLASHMSA_PREFILL_STOP_AFTER=plan|attention runs (differences of
@@ -86,16 +87,38 @@ double make_topk(const Shape& sh, const std::string& selection, std::mt19937_64&
 }
 
 // Median milliseconds of `reps` calls after 2 warm-ups; negative on failure.
-float time_call(const SparseAttentionPrefillArgs& a, int reps, cudaEvent_t e0, cudaEvent_t e1) {
+// eager: each call between two events on its stream, synchronised per call: the host's
+//   enqueue time (validation, tensor map, 7-9 launches) shows as GPU idle time before
+//   the short plan kernels.
+// graph: the call captured once into a CUDA graph, each replay between two events: the
+//   GPU time of the call's kernels without host launch gaps (the method of bench_decode
+//   and bench_indexer; an engine that enqueues ahead of the GPU sees this).
+float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, bool graph) {
+  a.stream = s;
+  cudaGraphExec_t exec = nullptr;
+  if (graph) {
+    cudaGraph_t g = nullptr;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+    const bool ok = sparse_attention_prefill(a).ok();
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess || !ok) return -1;
+    const bool inst = cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
+    cudaGraphDestroy(g);
+    if (!inst) return -1;
+  }
   std::vector<float> ms;
   for (int r = 0; r < reps + 2; ++r) {
-    if (cudaEventRecord(e0) != cudaSuccess) return -1;
-    if (!sparse_attention_prefill(a).ok()) return -1;
-    if (cudaEventRecord(e1) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) return -1;
+    if (cudaEventRecord(e0, s) != cudaSuccess) return -1;
+    if (graph) {
+      if (cudaGraphLaunch(exec, s) != cudaSuccess) return -1;
+    } else if (!sparse_attention_prefill(a).ok()) {
+      return -1;
+    }
+    if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) return -1;
     float t = 0;
     if (cudaEventElapsedTime(&t, e0, e1) != cudaSuccess) return -1;
     if (r >= 2) ms.push_back(t);
   }
+  if (exec) cudaGraphExecDestroy(exec);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -130,10 +153,12 @@ int main(int argc, char** argv) {
   }
   FILE* fp = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (fp)
-    std::fprintf(fp, "hq,hkv,q_len,prefix,selection,format,kernel,us,tflops,frac_of_peak,plan_us,attention_us,combine_us\n");
+    std::fprintf(fp, "hq,hkv,q_len,prefix,selection,format,kernel,us,tflops,frac_of_peak,plan_us,attention_us,combine_us,timing,eager_us\n");
   cudaEvent_t e0, e1;
   CUDA_CK(cudaEventCreate(&e0));
   CUDA_CK(cudaEventCreate(&e1));
+  cudaStream_t stream;
+  CUDA_CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (const Shape& sh : parse(cases))
     for (const std::string& sel : split(selections)) {
       const int T = sh.q_len, seq = sh.q_len + sh.prefix, pages = (seq + 127) / 128;
@@ -199,17 +224,20 @@ int main(int argc, char** argv) {
             return 1;
           }
           CUDA_CK(cudaDeviceSynchronize());
-          const float ms_all = time_call(a, reps, e0, e1);
+          // The query-outer kernel is timed eagerly only (not part of the graph method).
+          const bool graph = kv;
+          const float ms_all = time_call(a, reps, e0, e1, stream, graph);
+          const float ms_eager = graph ? time_call(a, reps, e0, e1, stream, false) : ms_all;
           float ms_plan = 0, ms_attn = 0;
           if (kv) {
             setenv("FLASHMSA_PREFILL_STOP_AFTER", "plan", 1);
-            ms_plan = time_call(a, reps, e0, e1);
+            ms_plan = time_call(a, reps, e0, e1, stream, graph);
             setenv("FLASHMSA_PREFILL_STOP_AFTER", "attention", 1);
-            ms_attn = time_call(a, reps, e0, e1);
+            ms_attn = time_call(a, reps, e0, e1, stream, graph);
             unsetenv("FLASHMSA_PREFILL_STOP_AFTER");
           }
           CUDA_CK(cudaGetLastError());
-          if (ms_all < 0 || ms_plan < 0 || ms_attn < 0) {
+          if (ms_all < 0 || ms_eager < 0 || ms_plan < 0 || ms_attn < 0) {
             std::fprintf(stderr, "timing failed\n");
             return 1;
           }
@@ -219,14 +247,16 @@ int main(int argc, char** argv) {
           std::printf("prefill %2d/%d q_len %6d prefix %7d %-7s %-5s %-11s %10.1f us %7.1f TFLOP/s %5.1f%% of %s",
                       sh.hq, sh.hkv, sh.q_len, sh.prefix, sel.c_str(), kv_format_name(fmt), kern.c_str(), us, tf,
                       100 * tf / peak, fp8q ? "FP8" : "BF16");
-          if (kv) std::printf("  (plan %.1f, attention %.1f, combine %.1f us)", plan_us, attn_us, comb_us);
+          if (kv)
+            std::printf("  (plan %.1f, attention %.1f, combine %.1f us; eager %.1f us)", plan_us, attn_us, comb_us,
+                        ms_eager * 1000.0);
           std::printf("\n");
           std::fflush(stdout);
           if (fp) {
             std::fprintf(fp, "%d,%d,%d,%d,%s,%s,%s,%.2f,%.2f,%.4f,", sh.hq, sh.hkv, sh.q_len, sh.prefix, sel.c_str(),
                          kv_format_name(fmt), kern.c_str(), us, tf, tf / peak);
-            if (kv) std::fprintf(fp, "%.2f,%.2f,%.2f\n", plan_us, attn_us, comb_us);
-            else std::fprintf(fp, ",,\n");
+            if (kv) std::fprintf(fp, "%.2f,%.2f,%.2f,%s,%.2f\n", plan_us, attn_us, comb_us, graph ? "graph" : "eager", ms_eager * 1000.0);
+            else std::fprintf(fp, ",,,eager,%.2f\n", us);
           }
         }
         unsetenv("FLASHMSA_PREFILL_KERNEL");
@@ -235,6 +265,7 @@ int main(int argc, char** argv) {
     }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  cudaStreamDestroy(stream);
   if (fp) std::fclose(fp);
   return 0;
 }

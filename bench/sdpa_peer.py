@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Dense peer for bench_prefill: torch scaled_dot_product_attention on the same GPU with
 the same number of keys per query (2048 = 16 pages x 128), bf16, GQA expanded. Prints
-us and effective TFLOP/s (4 x 128 x Hq per query-key pair) as bench_prefill does."""
+us and effective TFLOP/s (4 x 128 x Hq per query-key pair) as bench_prefill does, timed
+the way bench_prefill times the KV-outer path (one call in a CUDA graph, median of
+replays; peer_timing.py), with the plain-call median as `eager`."""
 import sys
+
+from peer_timing import graph_us_per_call
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +27,9 @@ for hq, hkv, t in cases:
         e1.record()
         torch.cuda.synchronize()
         times.append(e0.elapsed_time(e1))
-    us = sorted(times)[len(times) // 2] * 1000
+    eager = sorted(times)[len(times) // 2] * 1000
+    us = graph_us_per_call(lambda c: F.scaled_dot_product_attention(q, k, v), calls=1, reps=10)
     tf = 4 * 128 * hq * t * 2048 / (us * 1e-6) / 1e12
-    print(f"sdpa     {hq:2d}/{hkv} q_len {t:6d} keys 2048  bf16   {us:10.1f} us  {tf:7.1f} TFLOP/s  {100*tf/807:5.1f}% of BF16 peak")
+    print(f"sdpa     {hq:2d}/{hkv} q_len {t:6d} keys 2048  bf16   {us:10.1f} us  {tf:7.1f} TFLOP/s  {100*tf/807:5.1f}% of BF16 peak"
+          f"  (eager {eager:.1f} us)")
     sys.stdout.flush()

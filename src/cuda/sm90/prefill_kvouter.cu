@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cub/block/block_reduce.cuh>
@@ -57,6 +59,7 @@ struct __align__(16) UnitDesc {
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
   int nsub = 1;                     // sub-counters per CSR row (kSub, 8 or 1)
+  int tpu = kTilesPerUnit;          // M-tiles per work unit (FLASHMSA_PREFILL_TILES_PER_UNIT: benchmark A/B)
   int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed, consumed by the fill)
   int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
   int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
@@ -78,16 +81,25 @@ __host__ __device__ inline std::int64_t num_csr_rows(const PrefillParams& p) {
   return static_cast<std::int64_t>(p.num_kv_heads) * p.batch * p.bt_width;
 }
 
-// Work units: ceil(ceil(n / qpt) / kTilesPerUnit) per row of n entries, so at most
-// entries / (kTilesPerUnit * qpt) + (non-empty rows) in all.
-std::int64_t unit_capacity(const PrefillParams& p) {
+// Work units: ceil(ceil(n / qpt) / tpu) per row of n entries, so at most
+// entries / (tpu * qpt) + (non-empty rows) in all.
+std::int64_t unit_capacity(const PrefillParams& p, int tpu) {
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
   const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
-  return num_csr_rows(p) + entries / (kTilesPerUnit * qpt) + 1;
+  return num_csr_rows(p) + entries / (tpu * qpt) + 1;
+}
+
+int tiles_per_unit() {
+  static const int tpu = [] {
+    const char* e = std::getenv("FLASHMSA_PREFILL_TILES_PER_UNIT");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v >= 1 && v <= 64 ? v : kTilesPerUnit;
+  }();
+  return tpu;
 }
 
 // QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
-// call (widen_query), instead of widening each gathered tile in shared memory.
+// call (in plan_count, widen_q_chunk), instead of widening each gathered tile in shared memory.
 bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma(); }
 
 Workspace carve(const PrefillParams& p, void* base) {
@@ -95,12 +107,13 @@ Workspace carve(const PrefillParams& p, void* base) {
   Workspace w;
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
   w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
+  w.tpu = tiles_per_unit();
   const std::int64_t S = w.nsub;
   const std::int64_t sizes[11] = {(N * S + 1) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
-                                 unit_capacity(p) * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                 unit_capacity(p, w.tpu) * static_cast<std::int64_t>(sizeof(UnitDesc)),
                                  p.num_kv_heads * T * K * 4,
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
@@ -133,10 +146,10 @@ Workspace carve(const PrefillParams& p, void* base) {
 // ---------------------------------------------------------------------------------------
 // Plan.
 //
-// Kernels in stream order: plan_zero, plan_count, the row scans, plan_units, plan_fill.
-// All but plan_zero are programmatic dependents of their predecessor (pdl.cuh): each
-// triggers its dependent at its start (plan_fill has none: the attention kernel is an
-// ordinary launch) and waits before it touches anything an earlier plan kernel writes,
+// Kernels in stream order: plan_zero, plan_count, the row scans, plan_units, plan_fill,
+// then the attention kernel and the combine. All but plan_zero are programmatic
+// dependents of their predecessor (pdl.cuh): each triggers its dependent at its start
+// and waits before it touches anything an earlier kernel writes,
 // so the next launch, and whatever part of the next kernel reads only the inputs (top-k,
 // block table, lengths), runs under the previous kernel. Every thread waits
 // unconditionally (no return before pdl_wait), so a kernel never completes before its
@@ -184,6 +197,26 @@ __device__ __forceinline__ int plan_sub(const Workspace& w, long long j) {
   return static_cast<int>((j >> 5) & (w.nsub - 1));
 }
 
+// QK16: 16-byte chunk c of the E4M3 query's (query t, head h) row -> the exact F16 image,
+// contiguous in q16 [T, Hq, 128]. Session 15: widening each gathered tile in shared
+// memory instead cost the FP8 paths about 50 us of the attention kernel at (16/1, 8192,
+// 32768) (429 against 377 us for BF16); session 16: a kernel of its own before the plan
+// cost 16 us there, which plan_count hides under its wait for plan_zero.
+__device__ __forceinline__ void widen_q_chunk(const PrefillParams& p, std::uint16_t* q16, long long t, int h, int c) {
+  const uint4 in = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + t * p.q_row_stride +
+                                                   h * p.q_head_stride + c * 16);
+  const std::uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  std::uint32_t o[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    o[2 * k] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] & 0xffffu));
+    o[2 * k + 1] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] >> 16));
+  }
+  uint4* dst = reinterpret_cast<uint4*>(q16 + ((t * p.num_q_heads + h) * 128 + c * 16));
+  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
 // D1 per slot, one thread each (see above): slot k of (t, g) is valid iff k < K, the query
 // position is >= 0, its page v = topk[t, g, k] is in [0, request pages), v <= pos / 128,
 // v < W, the block-table entry is in [0, num_pages), and no earlier valid slot of the
@@ -221,6 +254,15 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
   const int half = lane & 16;  // first lane of the row
   const bool valid = key >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
   const unsigned vbits = __ballot_sync(0xffffffffu, valid);
+  // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) while plan_zero runs.
+  // q16 is workspace: plan_zero, an ordinary launch, started after all earlier work on
+  // the stream, and this kernel starts after plan_zero.
+  if (w.q16 != nullptr && live) {
+    const int G = p.num_q_heads / p.num_kv_heads;
+    const long long t = i / p.num_kv_heads;
+    const int h0 = static_cast<int>(i % p.num_kv_heads) * G;
+    for (int c = k; c < 8 * G; c += 16) widen_q_chunk(p, w.q16, t, h0 + (c >> 3), c & 7);
+  }
   sm90::pdl_wait();  // counts: zeroed by plan_zero
   if (live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
   const unsigned group = peers & vbits;
@@ -231,8 +273,8 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
 // (unit_ptr, ceil(ceil(n / qpt) / kTilesPerUnit) for n entries), reduce-then-scan over
 // blocks of kScanRows rows: scan_reduce (block totals), scan_blocks (one CTA: block
 // offsets, in place, and the totals row_ptr[N], unit_ptr[N]), scan_rows.
-__device__ __forceinline__ int units_of(int n, int qpt) {
-  return ((n + qpt - 1) / qpt + kTilesPerUnit - 1) / kTilesPerUnit;
+__device__ __forceinline__ int units_of(int n, int qpt, int tpu) {
+  return ((n + qpt - 1) / qpt + tpu - 1) / tpu;
 }
 
 // Entries of CSR row r < N: the sum of its sub-counters, 0 for r >= N. The loads are
@@ -253,7 +295,7 @@ __device__ __forceinline__ void load_scan_items(const PrefillParams& p, const Wo
   for (int i = 0; i < kScanItems; ++i) {
     const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
     ce[i] = row_count(w, r, N);
-    cu[i] = units_of(ce[i], qpt);
+    cu[i] = units_of(ce[i], qpt, w.tpu);
   }
 }
 
@@ -333,7 +375,7 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
     for (int i = 0; i < kScanItems; ++i) {
       const long long r = b0 + threadIdx.x * kScanItems + i;
       ce[i] = row_count(w, r, N);
-      cu[i] = units_of(ce[i], qpt);
+      cu[i] = units_of(ce[i], qpt, w.tpu);
     }
     int te, tu;
     Scan(tmp).ExclusiveSum(ce, ce, te);
@@ -365,6 +407,7 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
 // then the valid-slot mask, the atomic and the sub-range start (in flight together),
 // and the list store. No lane returns early (__match_any_sync, __shfl_sync).
 __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
+  sm90::pdl_launch_dependents();
   const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
   const long long i = j >> 4;
   const int k = threadIdx.x & 15, lane = threadIdx.x & 31;
@@ -433,9 +476,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
   d.off = static_cast<int>(seq - cu_end);
   d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
   const int u0 = w.unit_ptr[r];
-  for (int k = 0; k * kTilesPerUnit < tiles; ++k) {
-    d.ntiles = min(kTilesPerUnit, tiles - k * kTilesPerUnit);
-    d.begin = rb + k * kTilesPerUnit * qpt;
+  for (int k = 0; k * w.tpu < tiles; ++k) {
+    d.ntiles = min(w.tpu, tiles - k * w.tpu);
+    d.begin = rb + k * w.tpu * qpt;
     d.end = min(rb + n, d.begin + d.ntiles * qpt);
     w.units[u0 + k] = d;
   }
@@ -445,7 +488,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
 // Attention.
 
 // QK16 (FP8 paths, default): Q K^T on the exact F16 images of E4M3 Q and K (attn_tile.cuh):
-// the F16 Q tiles come by TMA from the query's F16 copy (widen_query), like BF16 tiles.
+// the F16 Q tiles come by TMA from the query's F16 copy (widen_q_chunk), like BF16 tiles.
 //
 // Software pipeline (per warpgroup): the QK wgmma of tile n+1 is issued right after the
 // PV wgmma of tile n, so it runs under tile n's epilogue; the Q rows of tile n+2 are in
@@ -508,10 +551,14 @@ __device__ __forceinline__ std::uint64_t l2_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
   return pol;
 }
-__device__ __forceinline__ void st_global_hint(void* p, uint4 v, std::uint64_t pol) {
-  asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
-               : "memory");
+// A 16-byte global store with an L2 policy, when `on` (predicated in the instruction: no
+// branch per store).
+__device__ __forceinline__ void st_global_hint_if(bool on, void* p, uint4 v, std::uint64_t pol) {
+  asm volatile(
+      "{\n .reg .pred q;\n setp.ne.b32 q, %6, 0;\n"
+      " @q st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n}\n" ::"l"(p),
+      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol), "r"(static_cast<int>(on))
+      : "memory");
 }
 __device__ __forceinline__ void st_global_hint(void* p, float2 v, std::uint64_t pol) {
   asm volatile("st.global.L1::no_allocate.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y),
@@ -590,8 +637,8 @@ __device__ __forceinline__ void fence_pa(std::uint32_t (&pa)[8][4]) {
 }
 
 // Single-page softmax of this warpgroup's 64 rows (S waited in s) -> P fragments pa, row
-// maxima m (raw logits) and per-thread normaliser partials l; then issues O = P V
-// (committed, not waited: pa must stay untouched until it retires). The row max and sum
+// maxima m (raw logits) and row normalisers l; then issues O = P V (committed, not
+// waited: pa must stay untouched until it retires) and sums l over the quad under it. The row max and sum
 // run as four interleaved chains of 8 (then a 4 -> 1 tree), not one chain of 32: with 8
 // warps per SM, a serial FMNMX / FADD chain was latency the scheduler could not hide.
 template <int FMT>
@@ -656,6 +703,12 @@ __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64
     }
   }
   at::wg_pv<FMT>(pa, v_addr, o, false);
+  // The quad's row sums, under the PV wgmma (in the epilogue they were exposed shuffles).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
 }
 
 // stmatrix.x4: four 8x8 b16 matrices; lane i gives the shared address of row i % 8 of
@@ -677,7 +730,7 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 // divides (prefill_combine), so the epilogue needs no reciprocal, no 64 multiplies and
 // no logarithm. BF16(O) carries the same relative rounding as BF16(O / l) did.
 __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const float (&o)[64],
-                                         const float (&m)[2], float (&l)[2],
+                                         const float (&m)[2], const float (&l)[2],
                                          std::uint8_t* stage, const int* s_row, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
   {
@@ -692,12 +745,7 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                   gm::pack_bf16x2(o[8 * st + 4], o[8 * st + 5]), gm::pack_bf16x2(o[8 * st + 6], o[8 * st + 7]));
   }
   {
-    // Row r of the quad's two rows goes out through lane 4 q + r.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
+    // Row r of the quad's two rows goes out through lane 4 q + r (l: quad sums, softmax_pv).
     const int r = lane & 1;
     const int row = 64 * wg + 16 * warp + (lane >> 2) + 8 * r;
     const int orow = s_row[row];
@@ -709,16 +757,23 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
   // Thread wtid stores chunk wtid % 16 of rows 64 wg + wtid / 16 + 8 i; each row's
   // partial index comes precomputed from the gather (s_row): address arithmetic per
   // store was most of the epilogue's instructions (ncu, session 14).
+  // All eight staged chunks and row indices are loaded before the first store (o is dead
+  // after the stmatrix, so the registers are there): loaded one by one, each store waited
+  // on its shared load (ncu, session 16: a third of the kernel's short-scoreboard stalls).
   const int ch = wtid & 15;
   std::uint16_t* const o_base = w.o_part + ch * 8;
   const std::uint64_t pol = l2_evict_first();
+  int orow[8];
+  uint4 v[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int row = 64 * wg + (wtid >> 4) + 8 * i;
-    const int orow = s_row[row];
-    const uint4 v = *reinterpret_cast<const uint4*>(stage + gm::sw128_offset(row, 16 * ch, kTileRows));
-    if (orow >= 0) st_global_hint(o_base + static_cast<long long>(orow) * 128, v, pol);
+    orow[i] = s_row[row];
+    v[i] = *reinterpret_cast<const uint4*>(stage + gm::sw128_offset(row, 16 * ch, kTileRows));
   }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    st_global_hint_if(orow[i] >= 0, o_base + static_cast<long long>(max(orow[i], 0)) * 128, v[i], pol);
 }
 
 template <int FMT, bool QK16>
@@ -757,7 +812,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     qphase ^= 1u << b;
   };
 
-  if (static_cast<int>(blockIdx.x) >= w.unit_ptr[num_csr_rows(p)]) return;
   const int G = p.num_q_heads / p.num_kv_heads, qpt = kTileRows / G;
   const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
   const int lane = wtid & 31;
@@ -766,8 +820,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     for (int i = 0; i < 2 * S::kNQ; ++i) cutlass::arch::ClusterTransactionBarrier::init(s_qbar + i, 64 / G);
     cutlass::arch::fence_barrier_init();
-    s_units[0] = w.units[blockIdx.x];
   }
+  // A programmatic dependent of plan_fill (run_attention): nothing in global memory is
+  // touched before this wait. No early trigger for the combine: its CTAs, resident and
+  // waiting on the SMs that finished first, made it 15 us slower at (16/1, 8192, 32768)
+  // (H200, session 16, run A); it launches as the kernel's CTAs exit.
+  sm90::pdl_wait();
+  if (static_cast<int>(blockIdx.x) >= w.unit_ptr[num_csr_rows(p)]) return;
+  if (tid == 0) s_units[0] = w.units[blockIdx.x];
   __syncthreads();
   int n0 = 0, pb = 0;  // position of the unit's tile 0; page buffer of the unit
   {
@@ -828,7 +888,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < last; ++j) {
       const int n = n0 + j;
       // Position n+2: this unit's tile j+2, or the next unit's tile 0.
-      if (j + 2 < cur.ntiles) entry = load_entry(w, cur, j + 2, G, qpt, tid);
+      // (j + 2 <= last, not j + 2 < cur.ntiles: the unit's fields live in shared memory and
+      // each re-read was an exposed load, ncu session 16.)
+      if (j + 2 <= last) entry = load_entry(w, cur, j + 2, G, qpt, tid);
       else if (has_next) entry = load_entry(w, nxt, 0, G, qpt, tid);
       {
         const std::int8_t* lim = lim_of(n);
@@ -838,7 +900,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wg_barrier(wg);                 // tile n-1's epilogue is done (its buffers are position n+2's)
       wait_q(wg, n + 1);
       at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
-      if (j + 2 < cur.ntiles)
+      if (j + 2 <= last)
         issue_q_tile<FMT, QK16>(p, q_map, cur, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
                                 qbar(wg, n + 2), tid);
       else if (has_next)
@@ -883,34 +945,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (!has_next) break;
-    n0 += cur.ntiles;
+    n0 += last + 1;
     pb ^= 1;
   }
   at::cp_async_wait<0>();
-}
-
-// ---------------------------------------------------------------------------------------
-// QK16: the E4M3 query [T, Hq, 128] (strided view) -> its exact F16 image q16, contiguous.
-// One thread per 16 bytes (16 values) of a (query, head) row. Session 15: widening each
-// gathered tile in shared memory instead cost the FP8 paths about 50 us of the attention
-// kernel at (16/1, 8192, 32768) (429 against 377 us for BF16).
-__global__ void __launch_bounds__(256) widen_query(const PrefillParams p, std::uint16_t* q16) {
-  const long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x;  // 16-byte chunk
-  if (i >= static_cast<long long>(p.num_rows) * p.num_q_heads * 8) return;
-  const long long row = i >> 3;
-  const long long t = row / p.num_q_heads, h = row % p.num_q_heads;
-  const uint4 in = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + t * p.q_row_stride +
-                                                   h * p.q_head_stride + (i & 7) * 16);
-  const std::uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  std::uint32_t o[8];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    o[2 * k] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] & 0xffffu));
-    o[2 * k + 1] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] >> 16));
-  }
-  uint4* dst = reinterpret_cast<uint4*>(q16 + i * 16);
-  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -921,6 +959,7 @@ __global__ void __launch_bounds__(256) widen_query(const PrefillParams p, std::u
 // (lse_bias = -ln 448 on the FP8 paths, whose P and l carry the factor 448, spec 3.4).
 // A row without a slot of nonzero weight writes 0 and -inf (D5).
 __global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, const Workspace w, float lse_bias) {
+  sm90::pdl_wait();  // a programmatic dependent of the attention kernel: everything below reads its partials
   const long long idx = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 4);
   if (idx >= static_cast<long long>(p.num_rows) * p.num_q_heads) return;
   const long long t = idx / p.num_q_heads;
@@ -1014,6 +1053,16 @@ cudaError_t encode_q_map(const PrefillParams& p, const Workspace& w, bool bf16, 
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// Programmatic dependents (pdl.cuh) past the plan: bit 0 the attention kernel, bit 1 the
+// combine; FLASHMSA_PREFILL_PDL=0..3 overrides the default (benchmark A/B).
+int prefill_pdl() {
+  static const int mode = [] {
+    const char* e = std::getenv("FLASHMSA_PREFILL_PDL");
+    return e != nullptr && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 3;
+  }();
+  return mode;
+}
+
 template <int FMT, bool QK16>
 cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream_t stream) {
   constexpr int smem = Smem<FMT, QK16>::kAlloc;
@@ -1033,8 +1082,7 @@ cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream
   CUtensorMap q_map;
   err = encode_q_map(p, w, FMT == at::kBf16, QK16, &q_map);
   if (err != cudaSuccess) return err;
-  prefill_attention<FMT, QK16><<<sms[dev], kThreads, smem, stream>>>(p, w, q_map);
-  return cudaGetLastError();
+  return sm90::launch_pdl(prefill_attention<FMT, QK16>, sms[dev], kThreads, smem, stream, (prefill_pdl() & 1) != 0, p, w, q_map);
 }
 
 }  // namespace
@@ -1063,10 +1111,6 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
   const long long nzero = N * w.nsub + 1;  // counts and sched
   const long long zero_blocks = (nzero + kPlanThreads - 1) / kPlanThreads;
-  if (w.q16 != nullptr) {  // QK16: the query's F16 copy for the attention kernel's gather
-    const long long chunks = static_cast<long long>(p.num_rows) * p.num_q_heads * 8;
-    widen_query<<<static_cast<unsigned>((chunks + 255) / 256), 256, 0, stream>>>(p, w.q16);
-  }
   // The plan: plan_zero, then programmatic dependents (see "Plan." above).
   plan_zero<<<static_cast<unsigned>(zero_blocks < kZeroMaxBlocks ? zero_blocks : kZeroMaxBlocks), kPlanThreads, 0,
               stream>>>(w.counts, nzero);
@@ -1101,8 +1145,8 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   if (err == cudaSuccess && p.stop_after == 0) {
     const long long rows = static_cast<long long>(p.num_rows) * p.num_q_heads;
     const float lse_bias = kv_format == at::kBf16 ? 0.0f : -std::log(448.0f);
-    prefill_combine<<<static_cast<unsigned>((rows + 7) / 8), 128, 0, stream>>>(p, w, lse_bias);
-    err = cudaGetLastError();
+    err = sm90::launch_pdl(prefill_combine, static_cast<unsigned>((rows + 7) / 8), 128, 0, stream, (prefill_pdl() & 2) != 0, p,
+                           w, lse_bias);
   }
   const cudaError_t ferr = cudaFreeAsync(base, stream);
   return err != cudaSuccess ? err : ferr;
