@@ -326,19 +326,19 @@ __device__ __forceinline__ void wg_qk(std::uint32_t q_addr, std::uint32_t q_pane
                                       float (&s)[64]) {
   gm::fence_operands(s);
   gm::fence();
+  const std::uint64_t da0 = gm::desc_k_sw128(q_addr), db0 = gm::desc_k_sw128(k_addr);
   if constexpr (FMT == kBf16 || QK16) {
 #pragma unroll
     for (int st = 0; st < 8; ++st) {
       const std::uint32_t off = (st & 3) * 32;
-      const std::uint64_t da = gm::desc_k_sw128(q_addr + (st >> 2) * q_panel + off);
-      const std::uint64_t db = gm::desc_k_sw128(k_addr + (st >> 2) * 16384 + off);
+      const std::uint64_t da = gm::desc_add(da0, (st >> 2) * q_panel + off);
+      const std::uint64_t db = gm::desc_add(db0, (st >> 2) * 16384 + off);
       if constexpr (FMT == kBf16) gm::bf16_ss(da, db, s, st > 0);
       else gm::f16_ss(da, db, s, st > 0);
     }
   } else {
 #pragma unroll
-    for (int st = 0; st < 4; ++st)
-      gm::e4m3_ss(gm::desc_k_sw128(q_addr + st * 32), gm::desc_k_sw128(k_addr + st * 32), s, st > 0);
+    for (int st = 0; st < 4; ++st) gm::e4m3_ss(gm::desc_add(da0, st * 32), gm::desc_add(db0, st * 32), s, st > 0);
   }
   gm::commit();
 }
@@ -348,11 +348,12 @@ __device__ __forceinline__ void wg_qk(std::uint32_t q_addr, std::uint32_t q_pane
 template <int FMT>
 __device__ __forceinline__ void wg_pv(const std::uint32_t (&pa)[8][4], std::uint32_t v_addr, float (&o)[64],
                                       bool accumulate) {
+  const std::uint64_t db0 = gm::desc_mn_sw128(v_addr, 16384);
   gm::fence_operands(o);
   gm::fence();
 #pragma unroll
   for (int st = 0; st < 8; ++st) {
-    const std::uint64_t db = gm::desc_mn_sw128(v_addr + st * 16 * 128, 16384);
+    const std::uint64_t db = gm::desc_add(db0, st * 16 * 128);
     if constexpr (FMT == kBf16) gm::bf16_rs_bmn(pa[st], db, o, accumulate || st > 0);
     else gm::f16_rs_bmn(pa[st], db, o, accumulate || st > 0);
   }

@@ -62,6 +62,15 @@ __device__ __forceinline__ std::uint64_t desc_k_sw128(std::uint32_t addr) {
   return d.desc_;
 }
 
+/// `d` advanced by `bytes` (a multiple of 16) inside the same tile: the start address
+/// field (bits 0-13, in 16-byte units) of a shared address below 256 KB plus an in-tile
+/// offset never carries out, so only the low word changes (one uniform add per wgmma
+/// instead of rebuilding the descriptor from the address).
+__device__ __forceinline__ std::uint64_t desc_add(std::uint64_t d, std::uint32_t bytes) {
+  const std::uint32_t lo = static_cast<std::uint32_t>(d) + (bytes >> 4);
+  return (d & 0xFFFFFFFF00000000ull) | lo;
+}
+
 /// Descriptor of an MN-major SW128 operand (16-bit types): rows are K, 128-byte panels
 /// along MN, `panel_bytes` apart. `addr` = tile base + k_row * 128.
 __device__ __forceinline__ std::uint64_t desc_mn_sw128(std::uint32_t addr, std::uint32_t panel_bytes) {

@@ -763,13 +763,16 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
   const int ch = wtid & 15;
   std::uint16_t* const o_base = w.o_part + ch * 8;
   const std::uint64_t pol = l2_evict_first();
+  // Rows r0 + 8 i share r0's swizzle phase (r & 7), so chunk ch of row r0 + 8 i sits
+  // 1024 i bytes after that of row r0.
+  const int r0 = 64 * wg + (wtid >> 4);
+  const std::uint8_t* src0 = stage + gm::sw128_offset(r0, 16 * ch, kTileRows);
   int orow[8];
   uint4 v[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const int row = 64 * wg + (wtid >> 4) + 8 * i;
-    orow[i] = s_row[row];
-    v[i] = *reinterpret_cast<const uint4*>(stage + gm::sw128_offset(row, 16 * ch, kTileRows));
+    orow[i] = s_row[r0 + 8 * i];
+    v[i] = *reinterpret_cast<const uint4*>(src0 + 1024 * i);
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -813,7 +816,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   const int G = p.num_q_heads / p.num_kv_heads, qpt = kTileRows / G;
-  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
+  // wg through a lane-0 broadcast: warp-uniform to the compiler, so the Q tile
+  // addresses and wgmma descriptors derived from it stay in uniform registers.
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), wtid = tid & 127;
   const int lane = wtid & 31;
   const int lr0 = 64 * wg + 16 * (wtid >> 5) + (lane >> 2);
 
