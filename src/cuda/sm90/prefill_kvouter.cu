@@ -753,26 +753,26 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
       st_global_hint(w.ml_part + 2 * static_cast<long long>(orow), make_float2((r ? m[1] : m[0]) * p.c, r ? l[1] : l[0]),
                      l2_evict_first());
   }
-  wg_barrier(wg);
-  // Thread wtid stores chunk wtid % 16 of rows 64 wg + wtid / 16 + 8 i; each row's
-  // partial index comes precomputed from the gather (s_row): address arithmetic per
-  // store was most of the epilogue's instructions (ncu, session 14).
-  // All eight staged chunks and row indices are loaded before the first store (o is dead
-  // after the stmatrix, so the registers are there): loaded one by one, each store waited
-  // on its shared load (ncu, session 16: a third of the kernel's short-scoreboard stalls).
-  const int ch = wtid & 15;
+  // Each warp stores the 16 rows its own stmatrix staged, so a warp barrier orders the
+  // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
+  // 16): lane stores chunk lane % 16 of rows 64 wg + 16 warp + 8 (lane / 16) + i. The
+  // row's partial index comes precomputed from the gather (s_row): address arithmetic
+  // per store was most of the epilogue's instructions (ncu, session 14). All eight
+  // staged chunks and row indices are loaded before the first store (o is dead after the
+  // stmatrix): loaded one by one, each store waited on its shared load (ncu, session 16).
+  __syncwarp();
+  const int ch = lane & 15;
   std::uint16_t* const o_base = w.o_part + ch * 8;
   const std::uint64_t pol = l2_evict_first();
-  // Rows r0 + 8 i share r0's swizzle phase (r & 7), so chunk ch of row r0 + 8 i sits
-  // 1024 i bytes after that of row r0.
-  const int r0 = 64 * wg + (wtid >> 4);
-  const std::uint8_t* src0 = stage + gm::sw128_offset(r0, 16 * ch, kTileRows);
+  // Row r0 + i has swizzle phase i (r0 is a multiple of 8): chunk ch sits at 16 ((ch & 7) ^ i).
+  const int r0 = 64 * wg + 16 * warp + 8 * (lane >> 4);
+  const std::uint8_t* src0 = stage + (ch >> 3) * (kTileRows * 128) + r0 * 128;
   int orow[8];
   uint4 v[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    orow[i] = s_row[r0 + 8 * i];
-    v[i] = *reinterpret_cast<const uint4*>(src0 + 1024 * i);
+    orow[i] = s_row[r0 + i];
+    v[i] = *reinterpret_cast<const uint4*>(src0 + 128 * i + (((ch & 7) ^ i) << 4));
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i)
