@@ -733,6 +733,15 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                                          const float (&m)[2], const float (&l)[2],
                                          std::uint8_t* stage, const int* s_row, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
+  // The row indices first: their shared loads are not ordered behind the stmatrix (asm
+  // with a memory clobber) and their latency hides under it (ncu, session 16: the first
+  // use of s_row was the kernel's second largest stall).
+  const int r_ml = lane & 1;  // row r_ml of the quad's two rows goes out through lane 4 q + r_ml
+  const int orow_ml = s_row[64 * wg + 16 * warp + (lane >> 2) + 8 * r_ml];
+  const int r0 = 64 * wg + 16 * warp + 8 * (lane >> 4);  // this lane's 8 stored rows (below)
+  int orow[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) orow[i] = s_row[r0 + i];
   {
     // Matrices of stmatrix s: (column group 2 s + (k >> 1), row half k & 1), k = 0..3.
     const int q = lane >> 3;
@@ -744,36 +753,26 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                   gm::pack_bf16x2(o[8 * st], o[8 * st + 1]), gm::pack_bf16x2(o[8 * st + 2], o[8 * st + 3]),
                   gm::pack_bf16x2(o[8 * st + 4], o[8 * st + 5]), gm::pack_bf16x2(o[8 * st + 6], o[8 * st + 7]));
   }
-  {
-    // Row r of the quad's two rows goes out through lane 4 q + r (l: quad sums, softmax_pv).
-    const int r = lane & 1;
-    const int row = 64 * wg + 16 * warp + (lane >> 2) + 8 * r;
-    const int orow = s_row[row];
-    if ((lane & 2) == 0 && orow >= 0)
-      st_global_hint(w.ml_part + 2 * static_cast<long long>(orow), make_float2((r ? m[1] : m[0]) * p.c, r ? l[1] : l[0]),
-                     l2_evict_first());
-  }
+  // (l: quad sums, softmax_pv.)
+  if ((lane & 2) == 0 && orow_ml >= 0)
+    st_global_hint(w.ml_part + 2 * static_cast<long long>(orow_ml),
+                   make_float2((r_ml ? m[1] : m[0]) * p.c, r_ml ? l[1] : l[0]), l2_evict_first());
   // Each warp stores the 16 rows its own stmatrix staged, so a warp barrier orders the
   // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
-  // 16): lane stores chunk lane % 16 of rows 64 wg + 16 warp + 8 (lane / 16) + i. The
-  // row's partial index comes precomputed from the gather (s_row): address arithmetic
-  // per store was most of the epilogue's instructions (ncu, session 14). All eight
-  // staged chunks and row indices are loaded before the first store (o is dead after the
-  // stmatrix): loaded one by one, each store waited on its shared load (ncu, session 16).
+  // 16): lane stores chunk lane % 16 of rows r0 + i. The row's partial index comes
+  // precomputed from the gather (s_row): address arithmetic per store was most of the
+  // epilogue's instructions (ncu, session 14). All eight staged chunks are loaded before
+  // the first store (o is dead after the stmatrix): loaded one by one, each store waited
+  // on its shared load (ncu, session 16).
   __syncwarp();
   const int ch = lane & 15;
   std::uint16_t* const o_base = w.o_part + ch * 8;
   const std::uint64_t pol = l2_evict_first();
   // Row r0 + i has swizzle phase i (r0 is a multiple of 8): chunk ch sits at 16 ((ch & 7) ^ i).
-  const int r0 = 64 * wg + 16 * warp + 8 * (lane >> 4);
   const std::uint8_t* src0 = stage + (ch >> 3) * (kTileRows * 128) + r0 * 128;
-  int orow[8];
   uint4 v[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    orow[i] = s_row[r0 + i];
-    v[i] = *reinterpret_cast<const uint4*>(src0 + 128 * i + (((ch & 7) ^ i) << 4));
-  }
+  for (int i = 0; i < 8; ++i) v[i] = *reinterpret_cast<const uint4*>(src0 + 128 * i + (((ch & 7) ^ i) << 4));
 #pragma unroll
   for (int i = 0; i < 8; ++i)
     st_global_hint_if(orow[i] >= 0, o_base + static_cast<long long>(max(orow[i], 0)) * 128, v[i], pol);
