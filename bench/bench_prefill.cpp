@@ -100,25 +100,23 @@ float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEven
     cudaGraph_t g = nullptr;
     if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
     const bool ok = sparse_attention_prefill(a).ok();
-    if (cudaStreamEndCapture(s, &g) != cudaSuccess || !ok) return -1;
-    const bool inst = cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
-    cudaGraphDestroy(g);
+    const bool ended = cudaStreamEndCapture(s, &g) == cudaSuccess;
+    const bool inst = ended && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
+    if (g != nullptr) cudaGraphDestroy(g);
     if (!inst) return -1;
   }
   std::vector<float> ms;
-  for (int r = 0; r < reps + 2; ++r) {
-    if (cudaEventRecord(e0, s) != cudaSuccess) return -1;
-    if (graph) {
-      if (cudaGraphLaunch(exec, s) != cudaSuccess) return -1;
-    } else if (!sparse_attention_prefill(a).ok()) {
-      return -1;
-    }
-    if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) return -1;
+  bool failed = false;
+  for (int r = 0; r < reps + 2 && !failed; ++r) {
+    failed = cudaEventRecord(e0, s) != cudaSuccess;
+    if (!failed) failed = graph ? cudaGraphLaunch(exec, s) != cudaSuccess : !sparse_attention_prefill(a).ok();
+    if (!failed) failed = cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess;
     float t = 0;
-    if (cudaEventElapsedTime(&t, e0, e1) != cudaSuccess) return -1;
-    if (r >= 2) ms.push_back(t);
+    if (!failed) failed = cudaEventElapsedTime(&t, e0, e1) != cudaSuccess;
+    if (!failed && r >= 2) ms.push_back(t);
   }
   if (exec) cudaGraphExecDestroy(exec);
+  if (failed) return -1;
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }

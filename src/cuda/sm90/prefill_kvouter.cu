@@ -47,7 +47,7 @@ constexpr std::int64_t kSubHotEntries = 1024;
 constexpr std::int64_t kSubMaxRows = 1 << 19;  // N x 8 ints = 16 MB
 
 // ---------------------------------------------------------------------------------------
-// One work unit: up to kTilesPerUnit M-tiles of one CSR row (page of a request, KV head),
+// One work unit: up to w.tpu (kTilesPerUnit) M-tiles of one CSR row (page of a request, KV head),
 // fully resolved by the plan so the attention kernel reads it with two 16-byte loads.
 struct __align__(16) UnitDesc {
   int begin, end;  // entries [begin, end) of the list
@@ -148,8 +148,10 @@ Workspace carve(const PrefillParams& p, void* base) {
 //
 // Kernels in stream order: plan_zero, plan_count, the row scans, plan_units, plan_fill,
 // then the attention kernel and the combine. All but plan_zero are programmatic
-// dependents of their predecessor (pdl.cuh): each triggers its dependent at its start
-// and waits before it touches anything an earlier kernel writes,
+// dependents of their predecessor (pdl.cuh; the attention kernel and the combine unless
+// FLASHMSA_PREFILL_PDL says otherwise): each plan kernel triggers its dependent at its
+// start (the attention kernel does not: see there), and each kernel waits before it
+// touches anything an earlier kernel writes,
 // so the next launch, and whatever part of the next kernel reads only the inputs (top-k,
 // block table, lengths), runs under the previous kernel. Every thread waits
 // unconditionally (no return before pdl_wait), so a kernel never completes before its
@@ -270,7 +272,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
 }
 
 // Exclusive scans of the entries per row (row_ptr) and of the work units per row
-// (unit_ptr, ceil(ceil(n / qpt) / kTilesPerUnit) for n entries), reduce-then-scan over
+// (unit_ptr, ceil(ceil(n / qpt) / tpu) for n entries), reduce-then-scan over
 // blocks of kScanRows rows: scan_reduce (block totals), scan_blocks (one CTA: block
 // offsets, in place, and the totals row_ptr[N], unit_ptr[N]), scan_rows.
 __device__ __forceinline__ int units_of(int n, int qpt, int tpu) {
@@ -556,7 +558,10 @@ __device__ __forceinline__ std::uint64_t l2_evict_first() {
 }
 __device__ __forceinline__ uint4 ld_shared_v4(std::uint32_t addr) {
   uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
   return v;
 }
 
@@ -726,7 +731,7 @@ __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64
 // matrix i / 8, and register k holds the lane's two elements of matrix k (the mma
 // accumulator layout: row lane / 4, columns 2 (lane % 4) + {0, 1}). Not CuTe's
 // SM90_U32x4_STSM_N: its asm has no memory clobber, and the staged rows are read back by
-// other threads right after a named barrier.
+// other lanes of the warp right after a __syncwarp.
 __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1,
                                             std::uint32_t r2, std::uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
