@@ -7,6 +7,8 @@
 # Python extension and its tests.
 cd "$(dirname "$0")"; export FLASHMSA_DATA_DIR=$PWD/../data; L=$OUT/logs; mkdir -p $L; T0=$SECONDS
 t() { echo "[$((SECONDS-T0))s] $*"; }
+# Few files come back from $OUT: everything leaves as one archive.
+trap 'cd $OUT && tar czf results.tgz --remove-files logs *.csv *.json 2>/dev/null' EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 for x in test_cuda_prefill test_cuda_decode test_cuda_gmma test_cuda_indexer test_cuda_fused test_cuda_cache test_cuda_nvfp4_selected test_quant_device_host; do
   timeout 150 ./$x > $L/$x.log 2>&1; t "$x rc=$? ok=$(grep -c 'OK \]' $L/$x.log) $(grep 'FAILED  \]' $L/$x.log | head -3 | tr '\n' ' ')"

@@ -556,22 +556,13 @@ __device__ __forceinline__ std::uint64_t l2_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
   return pol;
 }
-__device__ __forceinline__ uint4 ld_shared_v4(std::uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
-// 16 bytes to base + 256 row with an L2 policy, skipped for row < 0 (padding): the
-// predicate and the wide multiply-add live in the asm, one instruction each per store.
-__device__ __forceinline__ void st_partial_row(char* base, int row, uint4 v, std::uint64_t pol) {
+// A 16-byte global store with an L2 policy, when `on` (predicated in the instruction: no
+// branch per store).
+__device__ __forceinline__ void st_global_hint_if(bool on, void* p, uint4 v, std::uint64_t pol) {
   asm volatile(
-      "{\n .reg .pred q;\n .reg .b64 a;\n setp.ge.s32 q, %5, 0;\n mad.wide.s32 a, %5, 256, %0;\n"
-      " @q st.global.L1::no_allocate.L2::cache_hint.v4.u32 [a], {%1, %2, %3, %4}, %6;\n}\n" ::"l"(base),
-      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(row), "l"(pol)
+      "{\n .reg .pred q;\n setp.ne.b32 q, %6, 0;\n"
+      " @q st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n}\n" ::"l"(p),
+      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol), "r"(static_cast<int>(on))
       : "memory");
 }
 __device__ __forceinline__ void st_global_hint(void* p, float2 v, std::uint64_t pol) {
@@ -614,12 +605,10 @@ __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const CUten
   if (ok) {
     const int t = entry >> 4;
     orow = ((entry & 15) * p.num_rows + t) * p.num_q_heads + un.g * G + (r & (G - 1));
-    // The query's position t + off is in [0, 2^31) for every list entry (plan_count kept
-    // only slots with 0 <= pos < seq_len), so 32-bit arithmetic is exact.
-    const int pos = t + un.off;
+    const long long pos = static_cast<long long>(t) + un.off;
     // Never past the page's valid tokens, whatever the metadata says (the zero-filled
     // slots must stay invisible even for a row placed beyond seq_len).
-    lim = min((pos >> 7) == un.e ? (pos & 127) : 127, un.valid - 1);
+    lim = min((pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127, un.valid - 1);
   }
   if (half == 0 && (r & (G - 1)) == 0) {  // the query's first row: its box(es) and the arrival
     if (ok) {
@@ -769,11 +758,10 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                   gm::pack_bf16x2(o[8 * st], o[8 * st + 1]), gm::pack_bf16x2(o[8 * st + 2], o[8 * st + 3]),
                   gm::pack_bf16x2(o[8 * st + 4], o[8 * st + 5]), gm::pack_bf16x2(o[8 * st + 6], o[8 * st + 7]));
   }
-  const std::uint64_t pol = l2_evict_first();
   // (l: quad sums, softmax_pv.)
   if ((lane & 2) == 0 && orow_ml >= 0)
-    st_global_hint(reinterpret_cast<char*>(w.ml_part) + orow_ml * 8LL,
-                   make_float2((r_ml ? m[1] : m[0]) * p.c, r_ml ? l[1] : l[0]), pol);
+    st_global_hint(w.ml_part + 2 * static_cast<long long>(orow_ml),
+                   make_float2((r_ml ? m[1] : m[0]) * p.c, r_ml ? l[1] : l[0]), l2_evict_first());
   // Each warp stores the 16 rows its own stmatrix staged, so a warp barrier orders the
   // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
   // 16): lane stores chunk lane % 16 of rows r0 + i. The row's partial index comes
@@ -783,17 +771,16 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
   // on its shared load (ncu, session 16).
   __syncwarp();
   const int ch = lane & 15;
-  // Row r0 + i has swizzle phase i (r0 is a multiple of 8): chunk ch of it sits at byte
-  // 128 i + 16 ((ch & 7) ^ i) = 16 ((ch & 7) ^ 9 i) past row r0, and row r0 starts at a
-  // multiple of 1024 (1024-aligned tile), so each address is one XOR.
-  const std::uint32_t src0 =
-      (gm::smem_addr(stage) + (ch >> 3) * (kTileRows * 128) + r0 * 128) | ((ch & 7) << 4);
+  std::uint16_t* const o_base = w.o_part + ch * 8;
+  const std::uint64_t pol = l2_evict_first();
+  // Row r0 + i has swizzle phase i (r0 is a multiple of 8): chunk ch sits at 16 ((ch & 7) ^ i).
+  const std::uint8_t* src0 = stage + (ch >> 3) * (kTileRows * 128) + r0 * 128;
   uint4 v[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = ld_shared_v4(src0 ^ (144 * i));
-  char* const o_base = reinterpret_cast<char*>(w.o_part) + ch * 16;
+  for (int i = 0; i < 8; ++i) v[i] = *reinterpret_cast<const uint4*>(src0 + 128 * i + (((ch & 7) ^ i) << 4));
 #pragma unroll
-  for (int i = 0; i < 8; ++i) st_partial_row(o_base, orow[i], v[i], pol);
+  for (int i = 0; i < 8; ++i)
+    st_global_hint_if(orow[i] >= 0, o_base + static_cast<long long>(max(orow[i], 0)) * 128, v[i], pol);
 }
 
 template <int FMT, bool QK16>
