@@ -418,17 +418,19 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     // (C7518). Only active warpgroups store.
     float acc[64];
     {
+      // Descriptors built once per page, advanced by uniform adds (g::desc_add).
+      const std::uint64_t da = g::desc_k_sw128(a_base), db = g::desc_k_sw128(bs);
       g::fence_operands(acc);
       g::fence();
       if constexpr (kFp8 && kSplit) {
-        g::e4m3_ss(g::desc_k_sw128(a_base), g::desc_k_sw128(bs), acc, false);
+        g::e4m3_ss(da, db, acc, false);
         g::commit();
         float part[64];
 #pragma unroll
         for (int s = 1; s < 4; ++s) {
           g::fence_operands(part);
           g::fence();
-          g::e4m3_ss(g::desc_k_sw128(a_base + s * 32), g::desc_k_sw128(bs + s * 32), part, false);
+          g::e4m3_ss(g::desc_add(da, s * 32), g::desc_add(db, s * 32), part, false);
           g::commit();
           g::wait<0>();
           g::fence_operands(part);
@@ -438,12 +440,12 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
         }
       } else if constexpr (kFp8) {
 #pragma unroll
-        for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_k_sw128(a_base + s * 32), g::desc_k_sw128(bs + s * 32), acc, s > 0);
+        for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_add(da, s * 32), g::desc_add(db, s * 32), acc, s > 0);
       } else {
 #pragma unroll
         for (int s = 0; s < 8; ++s)
-          g::bf16_ss(g::desc_k_sw128(a_base + (s / 4) * 64 * 128 + (s % 4) * 32),
-                     g::desc_k_sw128(bs + (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
+          g::bf16_ss(g::desc_add(da, (s / 4) * 64 * 128 + (s % 4) * 32),
+                     g::desc_add(db, (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
       }
       g::commit();
     }
