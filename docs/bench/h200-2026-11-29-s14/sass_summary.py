@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise an `ncu --page source --csv --print-source sass` export: instructions grouped
 by how often they executed (loop bodies), opcode mix of the heaviest groups, and the
-instructions with the most warp-stall samples."""
+instructions with the most warp-stall samples (argv[2] of them, default 14)."""
 import collections, csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 hi = next(i for i, r in enumerate(rows) if 'Source' in r)
@@ -24,5 +24,6 @@ for e, rs in sorted(cls.items(), key=lambda kv: -kv[0] * len(kv[1]))[:6]:
     print(f'x{e:.0f}: {len(rs)} inst, {e*len(rs)/te*100:.1f}% exec, {sm/tw*100:.1f}% samples:',
           ' '.join(f'{k}:{v}' for k, v in c.most_common(18)))
 print('top stall instructions:')
-for r in sorted(body, key=lambda r: -num(r[cw]))[:14]:
+top = int(sys.argv[2]) if len(sys.argv) > 2 else 14  # instructions listed (session 16 used 40)
+for r in sorted(body, key=lambda r: -num(r[cw]))[:top]:
     print(f'  {num(r[cw]):6.0f} x{num(r[ce]):.0f} {r[cs][:80]}')

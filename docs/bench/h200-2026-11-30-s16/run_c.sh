@@ -25,6 +25,6 @@ for key in ['sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_act
 PY
   rm -f $OUT/raw.csv
   ncu -i $OUT/pa_$name.ncu-rep --page source --csv --print-source sass > $L/pa_$name.sass.csv 2>/dev/null
-  python3 sass_summary.py $L/pa_$name.sass.csv | tail -40
+  python3 sass_summary.py $L/pa_$name.sass.csv 40 | tail -40
   rm -f $OUT/pa_$name.ncu-rep
 done

@@ -507,7 +507,7 @@ struct Smem {
   static constexpr int kQ = kQ16 ? kTileRows * 256 : kTileRows * PB::kQRow;
   // Output staging (64 rows x 256 bytes per warpgroup, SW128): the 256-byte-row Q tile
   // the QK wgmma read; E4M3 QGMMA needs its own (one: only the epilogue uses it).
-  static constexpr int kStage = (FMT == at::kBf16 || QK16) ? 0 : kTileRows * 256;
+  static constexpr int kStage = kQ16 ? 0 : kTileRows * 256;
   // s_units[2] (UnitDesc), s_row[3][128] (int), s_lim[3][128] (int8), s_sched[2], Q
   // barriers [2 warpgroups][kNQ] (u64)
   static constexpr int kMeta = 2 * 32 + 3 * kTileRows * 5 + 8 + 2 * kNQ * 8;
@@ -597,8 +597,8 @@ template <int FMT, bool QK16>
 __device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const CUtensorMap& q_map, const UnitDesc& un,
                                              int entry, int G, std::uint8_t* q_tile, int* s_row, std::int8_t* s_lim,
                                              std::uint64_t* bar, int tid) {
-  constexpr bool kQ16 = FMT == at::kBf16 || QK16;           // BF16 or the query's F16 copy
-  constexpr int kRowBytes = kQ16 ? 256 : 128;               // one head of one query row
+  constexpr bool kQ16 = Smem<FMT, QK16>::kQ16;  // BF16 or the query's F16 copy
+  constexpr int kRowBytes = kQ16 ? 256 : 128;   // one head of one query row
   const int r = tid >> 1, half = tid & 1;  // warpgroup wg: rows 64 wg.. (threads 2r, 2r + 1)
   const bool ok = entry >= 0;
   int orow = -1, lim = -1;
