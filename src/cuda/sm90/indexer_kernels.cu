@@ -1046,6 +1046,56 @@ __global__ void __launch_bounds__(32 * kTopkMaxWarps) topk_select_kernel(TopkSel
 }
 
 
+// Prefill, E4M3 index-K scored exactly (BF16 images): every CTA tile that scores a page
+// converted it again in shared memory (up to 64 times per page at (2048, 1M, 4 heads)),
+// and the conversion, not the wgmma, bounded the kernel (E4M3 6.7 ms against BF16 5.4 ms
+// there, session 16). preconvert_kernel writes each referenced history page once as its
+// exact BF16 image, contiguous by block-table slot: out[(b W + e) * 128 + tok][128 dims],
+// and the slot table bt16[b, e] = b W + e, or -1 where the entry is out of range or the
+// page is past the request's pages (seq_lens, read on the device). The BF16 copy kernel
+// then scores the copy with the same tiles, chunks and sums, so the scores are
+// bit-identical to the converting path. One CTA per slot, 256 threads x 64 bytes.
+constexpr int kPreThreads = 256;
+__global__ void __launch_bounds__(kPreThreads) preconvert_kernel(IndexerParams p, std::uint8_t* out,
+                                                                 std::int32_t* bt16) {
+  const long long slot = blockIdx.x;
+  const long long W = p.bt_width;
+  const int b = static_cast<int>(slot / W);
+  const long long e = slot % W;
+  const long long seq = p.seq_lens[b * p.seq_stride];
+  const long long pages = seq > 0 ? (seq + kPage - 1) / kPage : 0;
+  const long long phys = e < pages ? p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]] : -1;
+  const bool ok = phys >= 0 && phys < p.num_pages;
+  if (threadIdx.x == 0) bt16[slot] = ok ? static_cast<std::int32_t>(slot) : -1;
+  if (!ok) return;
+  const int tok = threadIdx.x / 2, half = threadIdx.x % 2;  // 64 E4M3 bytes -> 128 BF16 bytes
+  const uint4* src = reinterpret_cast<const uint4*>(p.k_data + phys * p.k_stride[0] + tok * p.k_stride[1] + half * 64);
+  uint4* dst = reinterpret_cast<uint4*>(out + (slot * kPage + tok) * 256 + half * 128);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint4 v = src[k];
+    uint4 o0, o1;
+    e4m3x4_to_bf16(v.x, &o0.x);
+    e4m3x4_to_bf16(v.y, &o0.z);
+    e4m3x4_to_bf16(v.z, &o1.x);
+    e4m3x4_to_bf16(v.w, &o1.z);
+    dst[2 * k] = o0;
+    dst[2 * k + 1] = o1;
+  }
+}
+
+// Whether the prefill E4M3 path pre-converts (FLASHMSA_INDEXER_PRECONVERT=0 turns it off,
+// for A/B), and the largest copy it makes: above that the converting kernel runs
+// (logged once).
+bool preconvert_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FLASHMSA_INDEXER_PRECONVERT");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+constexpr std::size_t kPreconvertMaxBytes = std::size_t(1) << 30;
+
 template <class Kern>
 cudaError_t set_smem(Kern k, int bytes) {
   return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -1223,9 +1273,51 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
         err = p.k_format == 1 ? launch_scores<true, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       } else {
-        err = p.k_format == 0   ? launch_scores<false, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
-              : p.k_format == 1 ? launch_scores<false, kE4m3ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
-                                : launch_scores<false, kNvfp4ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
+        // Prefill over an E4M3 index-K, scored exactly: the pages' BF16 images once
+        // (preconvert_kernel), then the BF16 copy kernel, when the copy is at most
+        // kPreconvertMaxBytes and the call owns its workspace (a caller's workspace means
+        // no allocation).
+        const long long slots = static_cast<long long>(p.batch) * W;
+        const std::size_t pre_bytes = static_cast<std::size_t>(slots) * (kPage * 256 + 4);
+        bool pre = !decode && p.k_format == 1 && workspace == nullptr && preconvert_enabled();
+        if (pre && pre_bytes > kPreconvertMaxBytes) {
+          static bool logged = false;
+          if (!logged) {
+            std::fprintf(stderr,
+                         "flashmsa: indexer prefill: %zu bytes of BF16 index-K copy exceed %zu; converting pages "
+                         "on chip instead (logged once)\n",
+                         pre_bytes, kPreconvertMaxBytes);
+            logged = true;
+          }
+          pre = false;
+        }
+        void* pre_buf = nullptr;
+        if (pre && cudaMallocAsync(&pre_buf, pre_bytes, stream) != cudaSuccess) {
+          (void)cudaGetLastError();
+          pre = false;
+        }
+        if (pre) {
+          std::uint8_t* k16 = static_cast<std::uint8_t*>(pre_buf);
+          std::int32_t* bt16 = reinterpret_cast<std::int32_t*>(k16 + static_cast<std::size_t>(slots) * kPage * 256);
+          preconvert_kernel<<<static_cast<unsigned>(slots), kPreThreads, 0, stream>>>(p, k16, bt16);
+          err = cudaGetLastError();
+          IndexerParams p16 = p;
+          p16.k_format = 0;
+          p16.k_data = k16;
+          p16.k_stride[0] = kPage * 256;
+          p16.k_stride[1] = 256;
+          p16.block_table = bt16;
+          p16.bt_stride[0] = W;
+          p16.bt_stride[1] = 1;
+          p16.num_pages = slots;
+          if (err == cudaSuccess) err = launch_scores<false, kCopy>(p16, map, ws, ws_ld, R, tiles, c, sp, stream);
+          const cudaError_t ferr = cudaFreeAsync(pre_buf, stream);
+          if (err == cudaSuccess) err = ferr;
+        } else {
+          err = p.k_format == 0   ? launch_scores<false, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                : p.k_format == 1 ? launch_scores<false, kE4m3ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                                  : launch_scores<false, kNvfp4ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
+        }
       }
     }
   }
