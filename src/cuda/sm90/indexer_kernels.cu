@@ -25,6 +25,10 @@ namespace g = sm90::gmma;
 constexpr int kPage = 128;         // tokens per page = N of one wgmma tile
 constexpr int kThreads = 256;      // two warpgroups, 64 score rows each
 constexpr int kTileRows = 128;     // score rows (query row x head) per CTA
+// Prefill over a BF16 (or pre-converted E4M3) index-K: 256 score rows per CTA (each
+// warpgroup two 64-row wgmma blocks on the same page), one CTA per SM, four page stages.
+// Each page byte brought into shared memory feeds twice the FLOPs of a 128-row tile.
+constexpr int kWideRows = 256;
 constexpr int kMapThreads = 1024;  // tile-map kernel
 constexpr int kMaxCandidates = 8192;  // D10: at most 8,192 history pages per row
 
@@ -36,11 +40,11 @@ enum Loader : int {
   kNvfp4ToBf16 = 3,   // the same E4M3 values widened to BF16 (exact), BF16 path
 };
 
-template <bool kFp8>
+template <bool kFp8, int kM = kTileRows>
 struct Cfg {
   static constexpr int kRowBytes = kFp8 ? 128 : 256;       // one token / one score row
-  static constexpr int kStages = kFp8 ? 4 : 2;
-  static constexpr int kATile = kTileRows * kRowBytes;       // 16 / 32 KB
+  static constexpr int kStages = kFp8 || kM == kWideRows ? 4 : 2;
+  static constexpr int kATile = kM * kRowBytes;              // 16 / 32 / 64 KB
   static constexpr int kBTile = kPage * kRowBytes;           // 16 / 32 KB
   static constexpr int kSmem = kATile + kStages * kBTile + 1024;  // + 1024 B alignment slack
 };
@@ -51,9 +55,9 @@ constexpr int raw_stage_bytes(int load) { return load == kNvfp4ToE4m3 || load ==
 // E4M3 -> BF16: 32 KB A + 32 KB B + 3 x 16 KB raw + 1 KB slack = 113 KB, two CTAs per SM
 // exactly (2 x (113 + 1 reserved) KB = 228 KB): up to 6 pages (96 KB) in flight per SM.
 constexpr int raw_stages(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 4 : 3; }
-template <bool kFp8>
+template <bool kFp8, int kM = kTileRows>
 constexpr int smem_bytes(int load) {
-  using C = Cfg<kFp8>;
+  using C = Cfg<kFp8, kM>;
   return load == kCopy ? C::kSmem : C::kATile + C::kBTile + raw_stages(load) * raw_stage_bytes(load) + 1024;
 }
 
@@ -198,10 +202,14 @@ struct Raw {
 // is beyond the page. ws[(row * H + h) * ws_ld + b].
 // kSplit (FP8 only): each k32 QGMMA into a fresh zero accumulator, partials summed in
 // FP32 on the CUDA cores (Fp8Qk::kE4m3Split); 64 more accumulator registers, 1 CTA / SM.
-template <bool kFp8, int kLoad, bool kSplit = false>
-__global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
+// kM: score rows per CTA, kTileRows or kWideRows (BF16 copy only: kMB = 2 64-row wgmma
+// blocks per warpgroup, one CTA per SM).
+template <bool kFp8, int kLoad, bool kSplit = false, int kM = kTileRows>
+__global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     score_kernel(IndexerParams p, const int2* map, float* ws, long long ws_ld, int R, int chunk) {
-  using C = Cfg<kFp8>;
+  static_assert(kM == kTileRows || (kM == kWideRows && !kFp8 && kLoad == kCopy), "wide tiles: BF16 copy only");
+  constexpr int kMB = kM / 128;  // 64-row wgmma blocks per warpgroup
+  using C = Cfg<kFp8, kM>;
   constexpr int S = C::kStages;
   constexpr int kRowChunks = C::kRowBytes / 16;
   constexpr bool kNv = kLoad == kNvfp4ToE4m3 || kLoad == kNvfp4ToBf16;
@@ -233,9 +241,13 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   auto valid = [&](long long phys) { return phys >= 0 && phys < p.num_pages; };
 
   // kCopy loader: cp.async of page i's cache bytes into B stage st (SW128).
+  // Wide tiles: bit st = whether the page in B stage st is valid (set where its copy is
+  // issued), so the epilogue needs no block-table load.
+  unsigned stage_ok = 0;
   auto load = [&](int i, int st) {
     if constexpr (kLoad == kCopy) {
       const long long phys = phys_of(i);
+      if constexpr (kMB == 2) stage_ok = valid(phys) ? (stage_ok | (1u << st)) : (stage_ok & ~(1u << st));
       if (!valid(phys)) return;
       const std::uint8_t* src = p.k_data + phys * p.k_stride[0];
       std::uint8_t* dst = sb + st * C::kBTile;
@@ -295,16 +307,31 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   };
 
   const int wg = tid / 128;
-  const bool wg_active = wg * 64 < srows;
+  const bool wg_active = wg * 64 * kMB < srows;
   const int w = (tid % 128) / 32, l = tid % 32;
-  const std::uint32_t a_base = g::smem_addr(sa + wg * 64 * C::kRowBytes);
+  const std::uint32_t a_base = g::smem_addr(sa + wg * kMB * 64 * C::kRowBytes);  // block mb at + mb 64 rows
   const std::uint32_t b_base = g::smem_addr(sb);
   const float kscale = p.k_format == 2 ? p.k_global : 1.0f;
+  // Wide tiles: the score row this lane stores (value v = l % 4: block v / 2, half v % 2)
+  // and the pages it takes (b < st_lim: below the row's local page), fixed for the CTA,
+  // so the epilogue's store is one compare and one address.
+  float* st_row = ws;
+  long long st_lim = 0;
+  if constexpr (kMB == 2) {
+    const int v = l & 3;
+    const int sr = (wg * kMB + (v >> 1)) * 64 + 16 * w + l / 4 + 8 * (v & 1);
+    if (sr < srows) {
+      const int qr = sr / H, h = sr % H;
+      const long long pos = t.first_pos + qr;
+      st_row = ws + ((t.row0 + qr) * H + h) * ws_ld;
+      st_lim = pos >= 0 ? pos / kPage : 0;
+    }
+  }
 
   // A: the tile's index q rows, zero rows beyond srows (made visible to wgmma by the
   // first iteration's fence and barrier).
   auto load_a = [&]() {
-    for (int i = tid; i < kTileRows * kRowChunks; i += kThreads) {
+    for (int i = tid; i < kM * kRowChunks; i += kThreads) {
       const int sr = i / kRowChunks, c = i % kRowChunks;
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
       if (sr < srows) {
@@ -373,10 +400,11 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     store(i, 0, raw);
   };
 
-  // Prologue: pages 0 .. S-2 (cp.async into the B stages) / 0 .. kRS-1 (raw ring).
+  // Prologue: pages 0 .. S-2 (cp.async into the B stages; wide tiles 0 .. S-3) / 0 ..
+  // kRS-1 (raw ring).
   if constexpr (kLoad == kCopy) {
 #pragma unroll
-    for (int i = 0; i < S - 1; ++i) {
+    for (int i = 0; i < (kMB == 2 ? S - 2 : S - 1); ++i) {
       if (i < n) load(i, i);
       cp_async_commit();
     }
@@ -390,104 +418,166 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     }
   }
   load_a();
-
-  for (int i = 0; i < n; ++i) {
-    std::uint32_t bs = b_base, sreg = 0;
-    int nxt;
-    if constexpr (kLoad == kCopy) {
-      cp_async_wait<S - 2>();
-      fence_proxy_async();
-      __syncthreads();  // page i landed everywhere; page i - 1's stage is free
-      nxt = i + S - 1;
-      bs = b_base + (i % S) * C::kBTile;
-    } else {
-      cp_async_wait<kRS - 1>();
-      __syncthreads();  // raw page i landed everywhere; the B tile's last wgmma is done
-      convert(i);
-      fence_proxy_async();
-      __syncthreads();  // B tile (and A) visible to wgmma; raw stage i % kRS free
-      nxt = i + kRS;
-      if constexpr (kNv) {  // before the wgmma: the scale register would not survive it unspilled
-        if (nxt < n) issue(nxt, sreg);
-      }
-    }
-    // Page i: wgmma on B at `bs` (issued), the next page's loads (issued while the
-    // tensor cores run), then each row's max over the page, store.
-    // Every warpgroup issues and waits (rows beyond srows are zero in the A tile): a
-    // wgmma issued and waited under a divergent condition makes ptxas serialise them all
-    // (C7518). Only active warpgroups store.
-    float acc[64];
-    {
-      // Descriptors built once per page, advanced by uniform adds (g::desc_add).
-      const std::uint64_t da = g::desc_k_sw128(a_base), db = g::desc_k_sw128(bs);
-      g::fence_operands(acc);
+  if constexpr (kMB == 2) {
+    // Wide tiles: the two 64-row blocks of each warpgroup are software-pipelined so that
+    // a block's epilogue runs under the other block's wgmma. Step i: page i landed
+    // (prefetch distance S - 2: page i+2 goes into the stage of page i-2); issue block 0
+    // on page i; epilogue of block 1 of page i-1 (retired at the end of step i-1; ptxas
+    // still injects a wait for block 0 there, C7517); issue block 1; block 0 retired ->
+    // its epilogue under block 1; block 1 retired. H200 (2048, 1M, 4 heads, BF16): 4388 /
+    // 4473 us against 4937 / 4839 us with both blocks issued and retired together (the
+    // epilogue then ran with the tensor cores idle, a third of the loop: ncu session 17
+    // run U) and 4684 / 4726 us with only block 0's epilogue under block 1 (run W).
+    float acc[2][64];
+#pragma unroll
+    for (int k = 0; k < 64; ++k) acc[1][k] = 0.0f;  // read (not stored) by step 0's epi(-1, 1)
+    const std::uint64_t da = g::desc_k_sw128(a_base);
+    auto mma = [&](int mb, std::uint64_t db) {
+      g::fence_operands(acc[mb]);
       g::fence();
-      if constexpr (kFp8 && kSplit) {
-        g::e4m3_ss(da, db, acc, false);
-        g::commit();
-        float part[64];
 #pragma unroll
-        for (int s = 1; s < 4; ++s) {
-          g::fence_operands(part);
-          g::fence();
-          g::e4m3_ss(g::desc_add(da, s * 32), g::desc_add(db, s * 32), part, false);
-          g::commit();
-          g::wait<0>();
-          g::fence_operands(part);
-          g::fence_operands(acc);
-#pragma unroll
-          for (int j = 0; j < 64; ++j) acc[j] += part[j];
-        }
-      } else if constexpr (kFp8) {
-#pragma unroll
-        for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_add(da, s * 32), g::desc_add(db, s * 32), acc, s > 0);
-      } else {
-#pragma unroll
-        for (int s = 0; s < 8; ++s)
-          g::bf16_ss(g::desc_add(da, (s / 4) * 64 * 128 + (s % 4) * 32),
-                     g::desc_add(db, (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
-      }
+      for (int s = 0; s < 8; ++s)
+        g::bf16_ss(g::desc_add(da, mb * 64 * 256 + (s / 4) * 64 * 128 + (s % 4) * 32),
+                   g::desc_add(db, (s / 4) * kPage * 128 + (s % 4) * 32), acc[mb], s > 0);
       g::commit();
-    }
-    if constexpr (kLoad == kCopy) {
-      if (nxt < n) load(nxt, nxt % S);
-    } else if constexpr (!kNv) {
-      if (nxt < n) issue(nxt, sreg);
-    }
-    cp_async_commit();
-    g::wait<0>();
-    g::fence_operands(acc);
-    if (wg_active) {
-      // Rows 16w + l/4 (m0) and + 8 (m1) of this warpgroup; columns spread over the quad.
-      float m0 = acc[0], m1 = acc[2];
+    };
+    // Row max of block mb (rows 16w + l/4 and + 8; columns over the quad); lanes 2 mb and
+    // 2 mb + 1 of the quad store it (st_row, st_lim: see above).
+    // No branch around the accumulator reads (only the store is conditional): a read in
+    // a divergent path makes ptxas serialise the wgmmas (C7518).
+    auto epi = [&](int j, int mb) {
+      g::fence_operands(acc[mb]);
+      float m0 = acc[mb][0], m1 = acc[mb][2];
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        m0 = fmaxf(m0, fmaxf(acc[4 * j], acc[4 * j + 1]));
-        m1 = fmaxf(m1, fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
+      for (int q = 0; q < 16; ++q) {
+        m0 = fmaxf(m0, fmaxf(acc[mb][4 * q], acc[mb][4 * q + 1]));
+        m1 = fmaxf(m1, fmaxf(acc[mb][4 * q + 2], acc[mb][4 * q + 3]));
       }
       m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
       m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
       m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
       m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
-      if ((l & 3) == 0) {
-        const bool ok = valid(phys_of(i));
-        const long long b = b_begin + i;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int sr = wg * 64 + 16 * w + l / 4 + 8 * half;
-          if (sr >= srows) continue;
-          const int qr = sr / H, h = sr % H;
-          const long long pos = t.first_pos + qr;
-          if (pos < 0 || b >= pos / kPage) continue;
-          const float m = half == 0 ? m0 : m1;
-          ws[((t.row0 + qr) * H + h) * ws_ld + b] = ok ? m * kscale : nan_f();
+      if (wg_active && ((l & 3) >> 1) == mb && j >= 0 && b_begin + j < st_lim) {
+        const bool ok = ((stage_ok >> (j % S)) & 1u) != 0;
+        st_row[b_begin + j] = ok ? ((l & 1) ? m1 : m0) * kscale : nan_f();
+      }
+    };
+    // No wgmma stays in flight across the loop's back edge: with block 1 of page i
+    // retired only in step i+1, ptxas serialised every wgmma (C7514).
+    for (int i = 0; i < n; ++i) {
+      cp_async_wait<S - 3>();
+      fence_proxy_async();
+      __syncthreads();  // page i landed everywhere; page i-2's stage is free
+      const std::uint64_t db = g::desc_k_sw128(b_base + (i % S) * C::kBTile);
+      mma(0, db);
+      if (i + S - 2 < n) load(i + S - 2, (i + S - 2) % S);
+      cp_async_commit();
+      epi(i - 1, 1);  // under block 0 of page i (stores nothing for i = 0)
+      mma(1, db);
+      g::wait<1>();  // block 0 of page i
+      epi(i, 0);     // under block 1 of page i
+      g::wait<0>();
+    }
+    epi(n - 1, 1);
+  } else {
+    for (int i = 0; i < n; ++i) {
+      std::uint32_t bs = b_base, sreg = 0;
+      int nxt;
+      if constexpr (kLoad == kCopy) {
+        cp_async_wait<S - 2>();
+        fence_proxy_async();
+        __syncthreads();  // page i landed everywhere; page i - 1's stage is free
+        nxt = i + S - 1;
+        bs = b_base + (i % S) * C::kBTile;
+      } else {
+        cp_async_wait<kRS - 1>();
+        __syncthreads();  // raw page i landed everywhere; the B tile's last wgmma is done
+        convert(i);
+        fence_proxy_async();
+        __syncthreads();  // B tile (and A) visible to wgmma; raw stage i % kRS free
+        nxt = i + kRS;
+        if constexpr (kNv) {  // before the wgmma: the scale register would not survive it unspilled
+          if (nxt < n) issue(nxt, sreg);
         }
       }
+      // Page i: wgmma on B at `bs` (issued), the next page's loads (issued while the
+      // tensor cores run), then each row's max over the page, store.
+      // Every warpgroup issues and waits (rows beyond srows are zero in the A tile): a
+      // wgmma issued and waited under a divergent condition makes ptxas serialise them all
+      // (C7518). Only active warpgroups store.
+      float acc[64];
+      {
+        // Descriptors built once per page, advanced by uniform adds (g::desc_add).
+        const std::uint64_t da = g::desc_k_sw128(a_base), db = g::desc_k_sw128(bs);
+        g::fence_operands(acc);
+        g::fence();
+        if constexpr (kFp8 && kSplit) {
+          g::e4m3_ss(da, db, acc, false);
+          g::commit();
+          float part[64];
+  #pragma unroll
+          for (int s = 1; s < 4; ++s) {
+            g::fence_operands(part);
+            g::fence();
+            g::e4m3_ss(g::desc_add(da, s * 32), g::desc_add(db, s * 32), part, false);
+            g::commit();
+            g::wait<0>();
+            g::fence_operands(part);
+            g::fence_operands(acc);
+  #pragma unroll
+            for (int j = 0; j < 64; ++j) acc[j] += part[j];
+          }
+        } else if constexpr (kFp8) {
+  #pragma unroll
+          for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_add(da, s * 32), g::desc_add(db, s * 32), acc, s > 0);
+        } else {
+  #pragma unroll
+          for (int s = 0; s < 8; ++s)
+            g::bf16_ss(g::desc_add(da, (s / 4) * 64 * 128 + (s % 4) * 32),
+                       g::desc_add(db, (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
+        }
+        g::commit();
+      }
+      if constexpr (kLoad == kCopy) {
+        if (nxt < n) load(nxt, nxt % S);
+      } else if constexpr (!kNv) {
+        if (nxt < n) issue(nxt, sreg);
+      }
+      cp_async_commit();
+      g::wait<0>();
+      g::fence_operands(acc);
+      if (wg_active) {
+        // Rows 16w + l/4 (m0) and + 8 (m1) of this warpgroup; columns spread over the quad.
+        float m0 = acc[0], m1 = acc[2];
+  #pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          m0 = fmaxf(m0, fmaxf(acc[4 * j], acc[4 * j + 1]));
+          m1 = fmaxf(m1, fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
+        }
+        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
+        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
+        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
+        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+        if ((l & 3) == 0) {
+          const bool ok = valid(phys_of(i));
+          const long long b = b_begin + i;
+  #pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int sr = wg * 64 + 16 * w + l / 4 + 8 * half;
+            if (sr >= srows) continue;
+            const int qr = sr / H, h = sr % H;
+            const long long pos = t.first_pos + qr;
+            if (pos < 0 || b >= pos / kPage) continue;
+            const float m = half == 0 ? m0 : m1;
+            ws[((t.row0 + qr) * H + h) * ws_ld + b] = ok ? m * kscale : nan_f();
+          }
+        }
+      }
+      if constexpr (kLoad != kCopy) {
+        if (nxt < n) put_scale(nxt, sreg);
+      }
     }
-    if constexpr (kLoad != kCopy) {
-      if (nxt < n) put_scale(nxt, sreg);
-    }
-  }
+  }  // kMB
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1100,15 +1190,25 @@ bool preconvert_enabled() {
 }
 constexpr std::size_t kPreconvertMaxBytes = std::size_t(1) << 30;
 
+// Whether prefill over a BF16 (or pre-converted) index-K uses 256-row tiles
+// (FLASHMSA_INDEXER_WIDE=0: 128-row tiles, for A/B).
+bool wide_tiles_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FLASHMSA_INDEXER_WIDE");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
 template <class Kern>
 cudaError_t set_smem(Kern k, int bytes) {
   return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <bool kFp8, int kLoad, bool kSplit = false>
+template <bool kFp8, int kLoad, bool kSplit = false, int kM = kTileRows>
 cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, long long ws_ld,
                           int R, long long tiles, int chunk, int splits, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<kFp8>(kLoad);
+  constexpr int kSmem = smem_bytes<kFp8, kM>(kLoad);
   // Kernel attributes are per device: set them once per device ordinal (retried after a
   // failure), as the attention launchers do.
   static bool configured[64] = {};
@@ -1116,15 +1216,15 @@ cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, lo
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if (dev < 0 || dev >= 64 || !configured[dev]) {
-    err = set_smem(score_kernel<kFp8, kLoad, kSplit>, kSmem);
+    err = set_smem(score_kernel<kFp8, kLoad, kSplit, kM>, kSmem);
     if (err != cudaSuccess) return err;
     // Largest shared-memory carveout: two CTAs per SM need up to 228 KB.
-    err = cudaFuncSetAttribute(score_kernel<kFp8, kLoad, kSplit>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    err = cudaFuncSetAttribute(score_kernel<kFp8, kLoad, kSplit, kM>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (err != cudaSuccess) return err;
     if (dev >= 0 && dev < 64) configured[dev] = true;
   }
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
-  score_kernel<kFp8, kLoad, kSplit><<<grid, kThreads, kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
+  score_kernel<kFp8, kLoad, kSplit, kM><<<grid, kThreads, kSmem, stream>>>(p, map, ws, ws_ld, R, chunk);
   return cudaGetLastError();
 }
 
@@ -1187,11 +1287,11 @@ Fp8Qk fp8_qk_from_env() {
 }
 std::atomic<int> g_fp8_qk_override{static_cast<int>(Fp8Qk::kDefault)};
 long long ws_ld_of(long long W) { return W < 8 ? 8 : (W + 7) / 8 * 8; }
-// CTA tiles: decode one per request; prefill at most ceil(rows / R) + batch (R = 128 / H
-// rows per tile, a tile never spans two requests).
-long long tiles_of(long long rows, int heads, long long batch, bool prefill) {
+// CTA tiles: decode one per request; prefill at most ceil(rows / R) + batch (R =
+// tile_rows / H rows per tile, a tile never spans two requests).
+long long tiles_of(long long rows, int heads, long long batch, bool prefill, int tile_rows = kTileRows) {
   if (!prefill) return batch;
-  const int R = kTileRows / heads;
+  const int R = tile_rows / heads;
   return (rows + R - 1) / R + batch;
 }
 }  // namespace
@@ -1230,8 +1330,6 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   const bool decode = p.cu_seqlens == nullptr;
   const long long W = p.bt_width;
   const long long ws_ld = ws_ld_of(W);
-  const int R = decode ? p.queries_per_request : kTileRows / p.heads;
-  const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode);
   const std::size_t need = indexer_workspace_bytes(p.num_rows, p.heads, W, p.batch, !decode);
   const std::size_t ws_bytes = static_cast<std::size_t>(p.num_rows * p.heads * ws_ld) * sizeof(float);
   void* work = workspace;
@@ -1245,17 +1343,53 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   float* ws = static_cast<float*>(work);
   int2* map = decode ? nullptr : reinterpret_cast<int2*>(static_cast<char*>(work) + ws_bytes);
 
+  // The scoring path. E4M3 q x E4M3 (or NVFP4-dequantised) K: QGMMA only on request (Fp8Qk,
+  // see the header).
+  const Fp8Qk mode = p.fp8_qk == Fp8Qk::kDefault ? indexer_fp8_qk_default() : p.fp8_qk;
+  const bool dec_mma = decode_mma_applies(p, decode, mode);
+  const bool fp8 = p.q_e4m3 && p.k_format != 0 && mode != Fp8Qk::kExact;
+  const bool split = mode == Fp8Qk::kE4m3Split;
+  // Prefill over an E4M3 index-K, scored exactly: the pages' BF16 images once
+  // (preconvert_kernel), then the BF16 copy kernel, when the copy is at most
+  // kPreconvertMaxBytes and the call owns its workspace (a caller's workspace means
+  // no allocation). Only with 2 or more index heads: H200 run N (session 17) at
+  // (2048, 1M), 4 heads 6651 -> 5881 us, 1 head 1834 -> 1848 us (no gain).
+  const long long slots = static_cast<long long>(p.batch) * W;
+  const std::size_t pre_bytes = static_cast<std::size_t>(slots) * (kPage * 256 + 4);
+  bool pre = !decode && !fp8 && p.k_format == 1 && p.heads >= 2 && W > 0 && workspace == nullptr &&
+             preconvert_enabled();
+  if (pre && pre_bytes > kPreconvertMaxBytes) {
+    static bool logged = false;
+    if (!logged) {
+      std::fprintf(stderr,
+                   "flashmsa: indexer prefill: %zu bytes of BF16 index-K copy exceed %zu; converting pages "
+                   "on chip instead (logged once)\n",
+                   pre_bytes, kPreconvertMaxBytes);
+      logged = true;
+    }
+    pre = false;
+  }
+  void* pre_buf = nullptr;
+  if (pre && cudaMallocAsync(&pre_buf, pre_bytes, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    pre = false;
+  }
+  // Prefill scored by the BF16 copy kernel (a BF16 index-K or its pre-converted copy):
+  // 256-row tiles (kWideRows).
+  const bool wide = !decode && !fp8 && (p.k_format == 0 || pre) && wide_tiles_enabled();
+  const int tile_rows = wide ? kWideRows : kTileRows;
+  const int R = decode ? p.queries_per_request : tile_rows / p.heads;
+  const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode, tile_rows);
+
   if (W > 0 && tiles > 0) {
     if (!decode) tile_map_kernel<<<1, kMapThreads, 0, stream>>>(p, map, tiles, R);
     err = cudaGetLastError();
     // Split each tile's pages into chunks: about 4 (decode) / 16 (prefill) CTAs per SM
-    // (2 resident per SM). Decode is memory bound: two waves of long chunks keep the
-    // pipelines full (each CTA start refills its raw ring), prefill wants a short tail.
+    // (2 resident per SM, 1 for wide tiles). Decode is memory bound: two waves of long
+    // chunks keep the pipelines full (each CTA start refills its raw ring), prefill wants
+    // a short tail.
     int dev = 0, sms = 132;
     if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    // E4M3 q x E4M3 (or NVFP4-dequantised) K: QGMMA only on request (Fp8Qk, see the header).
-    const Fp8Qk mode = p.fp8_qk == Fp8Qk::kDefault ? indexer_fp8_qk_default() : p.fp8_qk;
-    const bool dec_mma = decode_mma_applies(p, decode, mode);
     const long long target = (decode ? 4LL : 16LL) * sms;
     long long splits = (target + tiles - 1) / tiles;
     const long long max_splits = (W + 7) / 8;
@@ -1263,8 +1397,6 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     if (splits < 1) splits = 1;
     const long long chunk = (W + splits - 1) / splits;
     splits = (W + chunk - 1) / chunk;
-    const bool fp8 = p.q_e4m3 && p.k_format != 0 && mode != Fp8Qk::kExact;
-    const bool split = mode == Fp8Qk::kE4m3Split;
     if (err == cudaSuccess) {
       const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
       if (dec_mma) {
@@ -1276,55 +1408,35 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
       } else if (fp8) {
         err = p.k_format == 1 ? launch_scores<true, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
+      } else if (pre) {
+        std::uint8_t* k16 = static_cast<std::uint8_t*>(pre_buf);
+        std::int32_t* bt16 = reinterpret_cast<std::int32_t*>(k16 + static_cast<std::size_t>(slots) * kPage * 256);
+        preconvert_kernel<<<static_cast<unsigned>(slots), kPreThreads, 0, stream>>>(p, k16, bt16);
+        err = cudaGetLastError();
+        IndexerParams p16 = p;
+        p16.k_format = 0;
+        p16.k_data = k16;
+        p16.k_stride[0] = kPage * 256;
+        p16.k_stride[1] = 256;
+        p16.block_table = bt16;
+        p16.bt_stride[0] = W;
+        p16.bt_stride[1] = 1;
+        p16.num_pages = slots;
+        if (err == cudaSuccess)
+          err = wide ? launch_scores<false, kCopy, false, kWideRows>(p16, map, ws, ws_ld, R, tiles, c, sp, stream)
+                     : launch_scores<false, kCopy>(p16, map, ws, ws_ld, R, tiles, c, sp, stream);
+      } else if (p.k_format == 0) {
+        err = wide ? launch_scores<false, kCopy, false, kWideRows>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                   : launch_scores<false, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       } else {
-        // Prefill over an E4M3 index-K, scored exactly: the pages' BF16 images once
-        // (preconvert_kernel), then the BF16 copy kernel, when the copy is at most
-        // kPreconvertMaxBytes and the call owns its workspace (a caller's workspace means
-        // no allocation). Only with 2 or more index heads: H200 run N (session 17) at
-        // (2048, 1M), 4 heads 6651 -> 5881 us, 1 head 1834 -> 1848 us (no gain).
-        const long long slots = static_cast<long long>(p.batch) * W;
-        const std::size_t pre_bytes = static_cast<std::size_t>(slots) * (kPage * 256 + 4);
-        bool pre = !decode && p.k_format == 1 && p.heads >= 2 && workspace == nullptr && preconvert_enabled();
-        if (pre && pre_bytes > kPreconvertMaxBytes) {
-          static bool logged = false;
-          if (!logged) {
-            std::fprintf(stderr,
-                         "flashmsa: indexer prefill: %zu bytes of BF16 index-K copy exceed %zu; converting pages "
-                         "on chip instead (logged once)\n",
-                         pre_bytes, kPreconvertMaxBytes);
-            logged = true;
-          }
-          pre = false;
-        }
-        void* pre_buf = nullptr;
-        if (pre && cudaMallocAsync(&pre_buf, pre_bytes, stream) != cudaSuccess) {
-          (void)cudaGetLastError();
-          pre = false;
-        }
-        if (pre) {
-          std::uint8_t* k16 = static_cast<std::uint8_t*>(pre_buf);
-          std::int32_t* bt16 = reinterpret_cast<std::int32_t*>(k16 + static_cast<std::size_t>(slots) * kPage * 256);
-          preconvert_kernel<<<static_cast<unsigned>(slots), kPreThreads, 0, stream>>>(p, k16, bt16);
-          err = cudaGetLastError();
-          IndexerParams p16 = p;
-          p16.k_format = 0;
-          p16.k_data = k16;
-          p16.k_stride[0] = kPage * 256;
-          p16.k_stride[1] = 256;
-          p16.block_table = bt16;
-          p16.bt_stride[0] = W;
-          p16.bt_stride[1] = 1;
-          p16.num_pages = slots;
-          if (err == cudaSuccess) err = launch_scores<false, kCopy>(p16, map, ws, ws_ld, R, tiles, c, sp, stream);
-          const cudaError_t ferr = cudaFreeAsync(pre_buf, stream);
-          if (err == cudaSuccess) err = ferr;
-        } else {
-          err = p.k_format == 0   ? launch_scores<false, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
-                : p.k_format == 1 ? launch_scores<false, kE4m3ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
-                                  : launch_scores<false, kNvfp4ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
-        }
+        err = p.k_format == 1 ? launch_scores<false, kE4m3ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                              : launch_scores<false, kNvfp4ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       }
     }
+  }
+  if (pre_buf != nullptr) {
+    const cudaError_t ferr = cudaFreeAsync(pre_buf, stream);
+    if (err == cudaSuccess) err = ferr;
   }
   if (err == cudaSuccess) {
     const unsigned rows = static_cast<unsigned>(p.num_rows * p.heads);
