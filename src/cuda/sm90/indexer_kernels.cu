@@ -54,11 +54,17 @@ struct Cfg {
 constexpr int raw_stage_bytes(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 9216 : 16384; }
 // E4M3 -> BF16: 32 KB A + 32 KB B + 3 x 16 KB raw + 1 KB slack = 113 KB, two CTAs per SM
 // exactly (2 x (113 + 1 reserved) KB = 228 KB): up to 6 pages (96 KB) in flight per SM.
-constexpr int raw_stages(int load) { return load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 4 : 3; }
+// Wide tiles (E4M3 -> BF16): a ring of 4 raw pages and two converted B tiles.
+template <int kM>
+constexpr int raw_stages(int load) {
+  return kM == kWideRows ? 4 : load == kNvfp4ToE4m3 || load == kNvfp4ToBf16 ? 4 : 3;
+}
 template <bool kFp8, int kM = kTileRows>
 constexpr int smem_bytes(int load) {
   using C = Cfg<kFp8, kM>;
-  return load == kCopy ? C::kSmem : C::kATile + C::kBTile + raw_stages(load) * raw_stage_bytes(load) + 1024;
+  return load == kCopy ? C::kSmem
+                       : C::kATile + (kM == kWideRows ? 2 : 1) * C::kBTile +
+                             raw_stages<kM>(load) * raw_stage_bytes(load) + 1024;
 }
 
 __device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
@@ -207,14 +213,15 @@ struct Raw {
 template <bool kFp8, int kLoad, bool kSplit = false, int kM = kTileRows>
 __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     score_kernel(IndexerParams p, const int2* map, float* ws, long long ws_ld, int R, int chunk) {
-  static_assert(kM == kTileRows || (kM == kWideRows && !kFp8 && kLoad == kCopy), "wide tiles: BF16 copy only");
+  static_assert(kM == kTileRows || (kM == kWideRows && !kFp8 && (kLoad == kCopy || kLoad == kE4m3ToBf16)),
+                "wide tiles: BF16 pages (copied or widened from E4M3) only");
   constexpr int kMB = kM / 128;  // 64-row wgmma blocks per warpgroup
   using C = Cfg<kFp8, kM>;
   constexpr int S = C::kStages;
   constexpr int kRowChunks = C::kRowBytes / 16;
   constexpr bool kNv = kLoad == kNvfp4ToE4m3 || kLoad == kNvfp4ToBf16;
   constexpr int kRawBytes = raw_stage_bytes(kLoad);
-  constexpr int kRS = raw_stages(kLoad);
+  constexpr int kRS = raw_stages<kM>(kLoad);
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* smem = reinterpret_cast<std::uint8_t*>(
       (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
@@ -356,9 +363,11 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
   // each page is converted smem -> smem into the single SW128 B tile, then scored.
   // NVFP4 block scales (any strides) go through a register: loaded when the page is
   // issued, stored after that iteration's wgmma (the stage is free by then).
-  std::uint8_t* sraw = sb + C::kBTile;
+  std::uint8_t* sraw = sb + (kMB == 2 ? 2 : 1) * C::kBTile;
   auto issue = [&](int i, std::uint32_t& sreg) {
     const long long phys = phys_of(i);
+    // Wide tiles: bit i % 8 = whether page i is valid (read by its epilogue, steps later).
+    if constexpr (kMB == 2) stage_ok = valid(phys) ? (stage_ok | (1u << (i & 7))) : (stage_ok & ~(1u << (i & 7)));
     if (!valid(phys)) return;
     const std::uint8_t* src = p.k_data + phys * p.k_stride[0];
     std::uint8_t* dst = sraw + (i % kRS) * kRawBytes;
@@ -382,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
         *reinterpret_cast<std::uint32_t*>(sraw + (i % kRS) * kRawBytes + 8192 + tid * 4) = sreg;
     }
   };
-  auto convert = [&](int i) {
+  auto convert = [&](int i, int st) {
     if (!valid(phys_of(i))) return;
     const std::uint8_t* r = sraw + (i % kRS) * kRawBytes;
     const int tok = tid / 2, half = tid % 2;
@@ -397,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
 #pragma unroll
       for (int k = 0; k < 4; ++k) raw.d[k] = s[k];
     }
-    store(i, 0, raw);
+    store(i, st, raw);
   };
 
   // Prologue: pages 0 .. S-2 (cp.async into the B stages; wide tiles 0 .. S-3) / 0 ..
@@ -458,25 +467,53 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
       m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
       m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
       if (wg_active && ((l & 3) >> 1) == mb && j >= 0 && b_begin + j < st_lim) {
-        const bool ok = ((stage_ok >> (j % S)) & 1u) != 0;
+        const bool ok = ((stage_ok >> (kLoad == kCopy ? j % S : j & 7)) & 1u) != 0;
         st_row[b_begin + j] = ok ? ((l & 1) ? m1 : m0) * kscale : nan_f();
       }
     };
     // No wgmma stays in flight across the loop's back edge: with block 1 of page i
     // retired only in step i+1, ptxas serialised every wgmma (C7514).
-    for (int i = 0; i < n; ++i) {
-      cp_async_wait<S - 3>();
+    if constexpr (kLoad == kCopy) {
+      for (int i = 0; i < n; ++i) {
+        cp_async_wait<S - 3>();
+        fence_proxy_async();
+        __syncthreads();  // page i landed everywhere; page i-2's stage is free
+        const std::uint64_t db = g::desc_k_sw128(b_base + (i % S) * C::kBTile);
+        mma(0, db);
+        if (i + S - 2 < n) load(i + S - 2, (i + S - 2) % S);
+        cp_async_commit();
+        epi(i - 1, 1);  // under block 0 of page i (stores nothing for i = 0)
+        mma(1, db);
+        g::wait<1>();  // block 0 of page i
+        epi(i, 0);     // under block 1 of page i
+        g::wait<0>();
+      }
+    } else {
+      // E4M3 pages widened in shared memory: raw pages stream into a ring of kRS slots
+      // (page i+kRS issued in step i into page i's slot), and page i+1 is widened into
+      // the other of two B tiles under page i's wgmmas, so one barrier per step suffices.
+      cp_async_wait<kRS - 1>();  // raw page 0
+      __syncthreads();
+      if (n > 0) convert(0, 0);
       fence_proxy_async();
-      __syncthreads();  // page i landed everywhere; page i-2's stage is free
-      const std::uint64_t db = g::desc_k_sw128(b_base + (i % S) * C::kBTile);
-      mma(0, db);
-      if (i + S - 2 < n) load(i + S - 2, (i + S - 2) % S);
-      cp_async_commit();
-      epi(i - 1, 1);  // under block 0 of page i (stores nothing for i = 0)
-      mma(1, db);
-      g::wait<1>();  // block 0 of page i
-      epi(i, 0);     // under block 1 of page i
-      g::wait<0>();
+      for (int i = 0; i < n; ++i) {
+        cp_async_wait<kRS - 2>();  // raw page i+1 (this thread's copies)
+        __syncthreads();  // B tile of page i and raw page i+1 visible; raw slot i % kRS free
+        const std::uint64_t db = g::desc_k_sw128(b_base + (i & 1) * C::kBTile);
+        mma(0, db);
+        {
+          std::uint32_t sreg = 0;
+          if (i + kRS < n) issue(i + kRS, sreg);
+        }
+        cp_async_commit();
+        epi(i - 1, 1);
+        mma(1, db);
+        if (i + 1 < n) convert(i + 1, (i + 1) & 1);  // the B tile of page i-1 (retired)
+        fence_proxy_async();
+        g::wait<1>();
+        epi(i, 0);
+        g::wait<0>();
+      }
     }
     epi(n - 1, 1);
   } else {
@@ -492,7 +529,7 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
       } else {
         cp_async_wait<kRS - 1>();
         __syncthreads();  // raw page i landed everywhere; the B tile's last wgmma is done
-        convert(i);
+        convert(i, 0);
         fence_proxy_async();
         __syncthreads();  // B tile (and A) visible to wgmma; raw stage i % kRS free
         nxt = i + kRS;
@@ -1376,7 +1413,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   }
   // Prefill scored by the BF16 copy kernel (a BF16 index-K or its pre-converted copy):
   // 256-row tiles (kWideRows).
-  const bool wide = !decode && !fp8 && (p.k_format == 0 || pre) && wide_tiles_enabled();
+  const bool wide = !decode && !fp8 && (p.k_format == 0 || p.k_format == 1) && wide_tiles_enabled();
   const int tile_rows = wide ? kWideRows : kTileRows;
   const int R = decode ? p.queries_per_request : tile_rows / p.heads;
   const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode, tile_rows);
@@ -1429,8 +1466,10 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
         err = wide ? launch_scores<false, kCopy, false, kWideRows>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                    : launch_scores<false, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       } else {
-        err = p.k_format == 1 ? launch_scores<false, kE4m3ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
-                              : launch_scores<false, kNvfp4ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
+        err = p.k_format == 1
+                  ? (wide ? launch_scores<false, kE4m3ToBf16, false, kWideRows>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                          : launch_scores<false, kE4m3ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream))
+                  : launch_scores<false, kNvfp4ToBf16>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       }
     }
   }
