@@ -51,7 +51,8 @@ struct SparseAttentionPrefillArgs {
 /// CUDA: the KV-outer kernels (spec 3.5: plan, per-page attention, combine) run on
 /// `stream` with no host synchronisation and are graph-capturable; their workspace
 /// (about K x T x Hq x 260 bytes, mostly the BF16 partials) is taken with
-/// cudaMallocAsync from the device's default memory pool and freed on the stream.
+/// a stream-ordered allocation from a FlashMSA-private memory pool that keeps its
+/// memory between calls (not the device's default pool) and freed on the stream.
 /// FLASHMSA_PREFILL_KERNEL=query_outer selects the v1 query-outer kernel instead.
 Status sparse_attention_prefill(const SparseAttentionPrefillArgs& args);
 

@@ -1,5 +1,6 @@
 // SM90 indexer kernels: see indexer_kernels.h.
 #include "cuda/sm90/indexer_kernels.h"
+#include "cuda/sm90/workspace_pool.h"
 
 #include <cuda_runtime.h>
 
@@ -1372,7 +1373,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   void* work = workspace;
   cudaError_t err = cudaSuccess;
   if (work == nullptr) {
-    err = cudaMallocAsync(&work, need, stream);
+    err = workspace_alloc(&work, need, stream);
     if (err != cudaSuccess) return static_cast<int>(err);
   } else if (workspace_bytes < need) {
     return static_cast<int>(cudaErrorInvalidValue);
@@ -1407,7 +1408,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     pre = false;
   }
   void* pre_buf = nullptr;
-  if (pre && cudaMallocAsync(&pre_buf, pre_bytes, stream) != cudaSuccess) {
+  if (pre && workspace_alloc(&pre_buf, pre_bytes, stream) != cudaSuccess) {
     (void)cudaGetLastError();
     pre = false;
   }
@@ -1474,7 +1475,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     }
   }
   if (pre_buf != nullptr) {
-    const cudaError_t ferr = cudaFreeAsync(pre_buf, stream);
+    const cudaError_t ferr = workspace_free(pre_buf, stream);
     if (err == cudaSuccess) err = ferr;
   }
   if (err == cudaSuccess) {
@@ -1485,7 +1486,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     err = cudaGetLastError();
   }
   if (workspace == nullptr) {
-    const cudaError_t ferr = cudaFreeAsync(work, stream);
+    const cudaError_t ferr = workspace_free(work, stream);
     if (err == cudaSuccess) err = ferr;
   }
   return static_cast<int>(err);

@@ -27,7 +27,8 @@
 //     tournament on the order-preserving score key (K-1 rounds whatever the scores:
 //     cost independent of ties), and page_scores output.
 // The workspace (f32 [T, H, round_up(W, 8)] + the tile map) is allocated with
-// cudaMallocAsync from the shapes (T, H, block-table width W, B), never from lengths.
+// a stream-ordered allocation (workspace_pool.h) from the shapes (T, H, block-table width
+// W, B), never from lengths.
 //
 // Metadata contents are never read on the host: rows outside every request are left
 // untouched, block-table entries outside [0, num_pages) and history pages beyond the
@@ -92,7 +93,8 @@ struct IndexerParams {
 };
 
 /// Runs the kernels on `stream` (a cudaStream_t, nullptr = default stream). With
-/// `workspace` == nullptr the workspace is taken from cudaMallocAsync on the stream;
+/// `workspace` == nullptr the workspace is taken on the stream from FlashMSA's private
+/// memory pool (workspace_pool.h);
 /// otherwise `workspace` (device, `workspace_bytes` >= indexer_workspace_bytes(p)) is
 /// used and nothing is allocated. Returns 0 or a cudaError_t value.
 int launch_indexer(const IndexerParams& p, void* stream, void* workspace = nullptr,

@@ -1,5 +1,6 @@
 // SM90 KV-outer sparse attention for prefill (see prefill_kvouter.h for the design).
 #include "cuda/sm90/prefill_kvouter.h"
+#include "cuda/sm90/workspace_pool.h"
 
 #include <cuda.h>  // CUtensorMap (the Q gather's TMA descriptor)
 #include <cuda_runtime.h>
@@ -1109,7 +1110,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const std::int64_t bytes = prefill_kvouter_workspace_bytes(p);
   void* base = nullptr;
-  cudaError_t err = cudaMallocAsync(&base, static_cast<size_t>(bytes), stream);
+  cudaError_t err = workspace_alloc(&base, static_cast<size_t>(bytes), stream);
   if (err != cudaSuccess) return err;
   const Workspace w = carve(p, base);
   const long long N = num_csr_rows(p);
@@ -1157,7 +1158,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
     err = sm90::launch_pdl(prefill_combine, static_cast<unsigned>((rows + 7) / 8), 128, 0, stream, (prefill_pdl() & 2) != 0, p,
                            w, lse_bias);
   }
-  const cudaError_t ferr = cudaFreeAsync(base, stream);
+  const cudaError_t ferr = workspace_free(base, stream);
   return err != cudaSuccess ? err : ferr;
 }
 

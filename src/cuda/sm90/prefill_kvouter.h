@@ -2,7 +2,7 @@
 // D4-D9). Host-side interface, includable from plain C++ (no CUDA types).
 //
 // Three stages on one stream, no host synchronisation, graph-capturable (the workspace
-// comes from cudaMallocAsync / cudaFreeAsync on the stream):
+// is a stream-ordered allocation from FlashMSA's private pool, workspace_pool.h):
 //   1. plan: per KV head, a CSR from every (request, logical page) "row" to the
 //      (query, top-k slot) entries that selected it (D1 validation, duplicates once):
 //      a counting pass, one thread per top-k slot, with warp-aggregated atomics on 8

@@ -1,0 +1,79 @@
+// See workspace_pool.h.
+#include "cuda/sm90/workspace_pool.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace flashmsa::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+// FLASHMSA_WORKSPACE_POOL=0: the device's default pool instead (A/B, or to share one pool).
+bool pool_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FLASHMSA_WORKSPACE_POOL");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
+// The pool of device `dev`, created on first use (nullptr: disabled, or creation failed,
+// logged once).
+cudaMemPool_t pool_of(int dev) {
+  if (!pool_enabled()) return nullptr;
+  static std::mutex mu;
+  static cudaMemPool_t pools[kMaxDevices] = {};
+  static bool tried[kMaxDevices] = {};
+  if (dev < 0 || dev >= kMaxDevices) return nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!tried[dev]) {
+    tried[dev] = true;
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t pool = nullptr;
+    cudaError_t err = cudaMemPoolCreate(&pool, &props);
+    if (err == cudaSuccess) {
+      std::uint64_t keep = UINT64_MAX;  // never release mapped memory on synchronisation
+      err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      if (err != cudaSuccess) cudaMemPoolDestroy(pool);
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      std::fprintf(stderr,
+                   "flashmsa: no private workspace pool on device %d (%s); using the default pool "
+                   "(logged once)\n",
+                   dev, cudaGetErrorString(err));
+      pool = nullptr;
+    }
+    pools[dev] = pool;
+  }
+  return pools[dev];
+}
+
+}  // namespace
+
+cudaError_t workspace_alloc(void** ptr, std::size_t bytes, cudaStream_t stream) {
+  int dev = 0;
+  const cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  cudaMemPool_t pool = pool_of(dev);
+  return pool != nullptr ? cudaMallocFromPoolAsync(ptr, bytes, pool, stream) : cudaMallocAsync(ptr, bytes, stream);
+}
+
+cudaError_t workspace_free(void* ptr, cudaStream_t stream) { return cudaFreeAsync(ptr, stream); }
+
+cudaError_t trim_workspace_pool() {
+  int dev = 0;
+  const cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  cudaMemPool_t pool = pool_of(dev);
+  return pool != nullptr ? cudaMemPoolTrimTo(pool, 0) : cudaSuccess;
+}
+
+}  // namespace flashmsa::cuda
