@@ -7,6 +7,7 @@
 //   fused.h      fused_qknorm_rope_insert (projection row -> norm + RoPE -> caches, q)
 //   indexer.h    indexer_prefill, indexer_decode, IndexerDecodePlan, topk_select
 //   attention.h  sparse_attention_prefill, SparseDecodePlan (plan / run), DecodePlanCache
+//   memory.h     release_cached_workspace (the CUDA launchers' workspace pool)
 #pragma once
 
 #include "flashmsa/attention.h"
@@ -14,6 +15,7 @@
 #include "flashmsa/fused.h"
 #include "flashmsa/host_tensor.h"
 #include "flashmsa/indexer.h"
+#include "flashmsa/memory.h"
 #include "flashmsa/numerics.h"
 #include "flashmsa/status.h"
 #include "flashmsa/tensor.h"

@@ -27,6 +27,7 @@
 
 #include "cuda/cuda_test_util.h"
 #include "cuda/sm90/indexer_kernels.h"
+#include "flashmsa/memory.h"
 #include "flashmsa/flashmsa.h"
 #include "test_util.h"
 
@@ -596,6 +597,20 @@ TEST(CudaIndexer, PrefillVarlen) {
         c.seed = seed++;
         run_case(c);
       }
+}
+
+// The launchers' workspaces come from FlashMSA's private pool (workspace_pool.h), which
+// keeps its memory between calls; release_cached_workspace() returns it, and the next
+// call allocates again and gives the same results.
+TEST(CudaIndexer, ReleaseCachedWorkspace) {
+  REQUIRE_GPU();
+  Case c = prefill_case({300, 77}, {1000, 2048}, 4);
+  c.seed = 450;
+  run_case(c);
+  const Status st = release_cached_workspace();
+  EXPECT_TRUE(st.ok()) << st.message();
+  run_case(c);
+  EXPECT_TRUE(release_cached_workspace().ok());
 }
 
 TEST(CudaIndexer, PrefillLarge) {

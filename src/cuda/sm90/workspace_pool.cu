@@ -1,5 +1,6 @@
 // See workspace_pool.h.
 #include "cuda/sm90/workspace_pool.h"
+#include "cuda/sm90/workspace_pool_host.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -21,17 +22,18 @@ bool pool_enabled() {
   return on;
 }
 
+std::mutex g_mu;
+cudaMemPool_t g_pools[kMaxDevices] = {};
+bool g_tried[kMaxDevices] = {};
+
 // The pool of device `dev`, created on first use (nullptr: disabled, or creation failed,
 // logged once).
 cudaMemPool_t pool_of(int dev) {
   if (!pool_enabled()) return nullptr;
-  static std::mutex mu;
-  static cudaMemPool_t pools[kMaxDevices] = {};
-  static bool tried[kMaxDevices] = {};
   if (dev < 0 || dev >= kMaxDevices) return nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!tried[dev]) {
-    tried[dev] = true;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_tried[dev]) {
+    g_tried[dev] = true;
     cudaMemPoolProps props = {};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -51,9 +53,9 @@ cudaMemPool_t pool_of(int dev) {
                    dev, cudaGetErrorString(err));
       pool = nullptr;
     }
-    pools[dev] = pool;
+    g_pools[dev] = pool;
   }
-  return pools[dev];
+  return g_pools[dev];
 }
 
 }  // namespace
@@ -68,12 +70,16 @@ cudaError_t workspace_alloc(void** ptr, std::size_t bytes, cudaStream_t stream) 
 
 cudaError_t workspace_free(void* ptr, cudaStream_t stream) { return cudaFreeAsync(ptr, stream); }
 
-cudaError_t trim_workspace_pool() {
-  int dev = 0;
-  const cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  cudaMemPool_t pool = pool_of(dev);
-  return pool != nullptr ? cudaMemPoolTrimTo(pool, 0) : cudaSuccess;
+int trim_workspace_pools() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    if (g_pools[dev] == nullptr) continue;
+    const cudaError_t err = cudaMemPoolTrimTo(g_pools[dev], 0);
+    if (err != cudaSuccess) return static_cast<int>(err);
+  }
+  return 0;
 }
+
+const char* cuda_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
 
 }  // namespace flashmsa::cuda

@@ -11,7 +11,8 @@
 // The private pool keeps what it has mapped (release threshold unlimited), so repeated
 // calls reuse it, as PyTorch's caching allocator does; it does not change the default
 // pool that the caller's own cudaMallocAsync uses. Memory held: the largest set of
-// workspaces live at once, per device, until trim_workspace_pool() or exit.
+// workspaces live at once, per device, until trim_workspace_pools()
+// (workspace_pool_host.h; public: flashmsa::release_cached_workspace) or exit.
 // Inside CUDA-graph capture these become the graph's allocation nodes, as before.
 // FLASHMSA_WORKSPACE_POOL=0 uses the device's default pool instead.
 #pragma once
@@ -28,9 +29,5 @@ cudaError_t workspace_alloc(void** ptr, std::size_t bytes, cudaStream_t stream);
 
 /// Frees a workspace_alloc pointer, ordered on `stream` (cudaFreeAsync).
 cudaError_t workspace_free(void* ptr, cudaStream_t stream);
-
-/// Returns the private pool's unused memory on the current device to the driver
-/// (cudaMemPoolTrimTo 0). Returns the CUDA error, cudaSuccess if there is no pool.
-cudaError_t trim_workspace_pool();
 
 }  // namespace flashmsa::cuda
