@@ -24,11 +24,12 @@ namespace {
 namespace g = sm90::gmma;
 
 constexpr int kPage = 128;         // tokens per page = N of one wgmma tile
-constexpr int kThreads = 256;      // two warpgroups, 64 score rows each
+constexpr int kThreads = 256;      // two warpgroups, 64 (wide tiles: 128) score rows each
 constexpr int kTileRows = 128;     // score rows (query row x head) per CTA
-// Prefill over a BF16 (or pre-converted E4M3) index-K: 256 score rows per CTA (each
-// warpgroup two 64-row wgmma blocks on the same page), one CTA per SM, four page stages.
-// Each page byte brought into shared memory feeds twice the FLOPs of a 128-row tile.
+// Prefill over a BF16 or E4M3 index-K (BF16 images: pre-converted, or widened in shared
+// memory): 256 score rows per CTA (each warpgroup two 64-row wgmma blocks on the same
+// page), one CTA per SM. Each page byte brought into shared memory feeds twice the FLOPs
+// of a 128-row tile.
 constexpr int kWideRows = 256;
 constexpr int kMapThreads = 1024;  // tile-map kernel
 constexpr int kMaxCandidates = 8192;  // D10: at most 8,192 history pages per row
@@ -209,8 +210,8 @@ struct Raw {
 // is beyond the page. ws[(row * H + h) * ws_ld + b].
 // kSplit (FP8 only): each k32 QGMMA into a fresh zero accumulator, partials summed in
 // FP32 on the CUDA cores (Fp8Qk::kE4m3Split); 64 more accumulator registers, 1 CTA / SM.
-// kM: score rows per CTA, kTileRows or kWideRows (BF16 copy only: kMB = 2 64-row wgmma
-// blocks per warpgroup, one CTA per SM).
+// kM: score rows per CTA, kTileRows or kWideRows (BF16 pages, copied or widened from
+// E4M3: kMB = 2 64-row wgmma blocks per warpgroup, one CTA per SM).
 template <bool kFp8, int kLoad, bool kSplit = false, int kM = kTileRows>
 __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     score_kernel(IndexerParams p, const int2* map, float* ws, long long ws_ld, int R, int chunk) {
@@ -361,7 +362,8 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
   };
   // Converting loaders: the raw cache bytes of kRS pages stream by cp.async into a raw
   // ring (kRS x 16 KB E4M3 or 9 KB NVFP4 in flight per CTA, not one page in registers);
-  // each page is converted smem -> smem into the single SW128 B tile, then scored.
+  // each page is converted smem -> smem into the SW128 B tile (wide tiles: one of two),
+  // then scored.
   // NVFP4 block scales (any strides) go through a register: loaded when the page is
   // issued, stored after that iteration's wgmma (the stage is free by then).
   std::uint8_t* sraw = sb + (kMB == 2 ? 2 : 1) * C::kBTile;
@@ -431,7 +433,9 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
   if constexpr (kMB == 2) {
     // Wide tiles: the two 64-row blocks of each warpgroup are software-pipelined so that
     // a block's epilogue runs under the other block's wgmma. Step i: page i landed
-    // (prefetch distance S - 2: page i+2 goes into the stage of page i-2); issue block 0
+    // (prefetch distance S - 2: page i+2 goes into the stage of page i-2; S - 1 would also
+    // overwrite the validity bit of page i-1, stage_ok, before its block 1 epilogue in
+    // step i); issue block 0
     // on page i; epilogue of block 1 of page i-1 (retired at the end of step i-1; ptxas
     // still injects a wait for block 0 there, C7517); issue block 1; block 0 retired ->
     // its epilogue under block 1; block 1 retired. H200 (2048, 1M, 4 heads, BF16): 4388 /
@@ -1394,16 +1398,15 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   // (2048, 1M), 4 heads 6651 -> 5881 us, 1 head 1834 -> 1848 us (no gain).
   const long long slots = static_cast<long long>(p.batch) * W;
   const std::size_t pre_bytes = static_cast<std::size_t>(slots) * (kPage * 256 + 4);
-  bool pre = !decode && !fp8 && p.k_format == 1 && p.heads >= 2 && W > 0 && workspace == nullptr &&
-             preconvert_enabled();
+  bool pre = !decode && !fp8 && p.k_format == 1 && p.heads >= 2 && W > 0 && p.batch > 0 &&
+             workspace == nullptr && preconvert_enabled();
   if (pre && pre_bytes > kPreconvertMaxBytes) {
-    static bool logged = false;
-    if (!logged) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
       std::fprintf(stderr,
                    "flashmsa: indexer prefill: %zu bytes of BF16 index-K copy exceed %zu; converting pages "
                    "on chip instead (logged once)\n",
                    pre_bytes, kPreconvertMaxBytes);
-      logged = true;
     }
     pre = false;
   }
@@ -1412,8 +1415,8 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     (void)cudaGetLastError();
     pre = false;
   }
-  // Prefill scored by the BF16 copy kernel (a BF16 index-K or its pre-converted copy):
-  // 256-row tiles (kWideRows).
+  // Prefill over a BF16 or E4M3 index-K (BF16 images, pre-converted or widened in shared
+  // memory): 256-row tiles (kWideRows).
   const bool wide = !decode && !fp8 && (p.k_format == 0 || p.k_format == 1) && wide_tiles_enabled();
   const int tile_rows = wide ? kWideRows : kTileRows;
   const int R = decode ? p.queries_per_request : tile_rows / p.heads;

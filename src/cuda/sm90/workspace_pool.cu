@@ -39,12 +39,19 @@ cudaMemPool_t pool_of(int dev) {
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = dev;
     cudaMemPool_t pool = nullptr;
+    // The first call may come during a stream capture (a graph-captured prefill):
+    // creating a pool is a "potentially unsafe" call there and would invalidate the
+    // capture (cudaErrorStreamCaptureUnsupported), so this thread creates it in relaxed
+    // capture mode and restores its mode after.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const cudaError_t xerr = cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t err = cudaMemPoolCreate(&pool, &props);
     if (err == cudaSuccess) {
       std::uint64_t keep = UINT64_MAX;  // never release mapped memory on synchronisation
       err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
       if (err != cudaSuccess) cudaMemPoolDestroy(pool);
     }
+    if (xerr == cudaSuccess) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
       std::fprintf(stderr,
