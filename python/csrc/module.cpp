@@ -6,11 +6,17 @@
 
 #include <string>
 
+#include "flashmsa/memory.h"
 #include "flashmsa/version.h"
 
 namespace {
 bool built_with_cuda() { return flashmsa::built_with_cuda(); }
 std::string version() { return flashmsa::version(); }
+// flashmsa::release_cached_workspace (flashmsa/memory.h); errors as RuntimeError.
+void release_cached_workspace() {
+  const flashmsa::Status st = flashmsa::release_cached_workspace();
+  TORCH_CHECK(st.ok(), st.message());
+}
 }  // namespace
 
 // The namespace is created here with the build queries; each op group adds its schemas
@@ -18,6 +24,7 @@ std::string version() { return flashmsa::version(); }
 TORCH_LIBRARY(flashmsa, m) {
   m.def("built_with_cuda() -> bool", &built_with_cuda);
   m.def("version() -> str", &version);
+  m.def("release_cached_workspace() -> ()", &release_cached_workspace);
 }
 
 extern "C" PyObject* PyInit__C(void) {

@@ -42,6 +42,19 @@ def built_with_cuda() -> bool:
     return bool(torch.ops.flashmsa.built_with_cuda())
 
 
+def release_cached_workspace() -> None:
+    """Returns the unused memory of FlashMSA's CUDA workspace pool to the driver.
+
+    On CUDA, ``sparse_attention_prefill`` and ``indexer_prefill`` take their per-call
+    workspaces (hundreds of MB at long contexts) from a FlashMSA-private stream-ordered
+    memory pool that keeps its memory between calls, outside torch's caching allocator
+    (``torch.cuda.memory_allocated`` does not count it). This releases it on every device,
+    like ``torch.cuda.empty_cache()``; workspaces of calls still in flight stay. A no-op
+    in a build without CUDA or before any CUDA call. C++: ``flashmsa::release_cached_workspace``
+    (``include/flashmsa/memory.h``)."""
+    torch.ops.flashmsa.release_cached_workspace()
+
+
 def library_version() -> str:
     """Version of the C++ library linked into flashmsa._C."""
     return str(torch.ops.flashmsa.version())
@@ -59,4 +72,5 @@ __all__ = [
     "sparse_attention_decode", "sparse_attention_prefill", "topk_select",
     "KV_FORMAT_BF16", "KV_FORMAT_FP8", "KV_FORMAT_NVFP4",
     "DEFAULT_SOFTMAX_SCALE", "PAGE_SIZE", "HEAD_DIM", "MAX_TOPK", "built_with_cuda", "library_version",
+    "release_cached_workspace",
 ]

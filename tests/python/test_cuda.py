@@ -124,6 +124,21 @@ def test_indexer(decode):
     torch.testing.assert_close(gpu[-1].cpu(), cpu[-1], rtol=2e-4, atol=0)
 
 
+def test_release_cached_workspace():
+    # The prefill indexer's workspace comes from FlashMSA's pool; releasing it between two
+    # calls changes nothing in the results.
+    b = _indexer_case(False)
+    outs = []
+    for _ in range(2):
+        topk = torch.empty(b.T, b.hkv, 16, dtype=torch.int32, device="cuda")
+        flashmsa.indexer_prefill(b.index_q.cuda(), b.index_cache.cuda(), b.block_table.cuda(),
+                                 b.cu_seqlens_q.cuda(), b.seq_lens.cuda(), topk)
+        torch.cuda.synchronize()
+        outs.append(topk.cpu())
+        flashmsa.release_cached_workspace()
+    assert torch.equal(outs[0], outs[1])
+
+
 def _quantised_batch(fmt, q_lens, seq_lens, hkv, hq):
     b = Batch(q_lens=q_lens, seq_lens=seq_lens, hkv=hkv, hq=hq)
     q_scale, ks, vs = 1.0, 1.0, 1.0

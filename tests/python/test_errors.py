@@ -85,3 +85,9 @@ def test_cuda_unsupported_is_runtime_error(batch):
 def test_build_info():
     assert flashmsa.library_version() == flashmsa.__version__
     assert isinstance(flashmsa.built_with_cuda(), bool)
+
+
+def test_release_cached_workspace():
+    # Any build, with or without a GPU and earlier CUDA calls: no error (without a pool,
+    # a no-op; test_cuda.py checks results across a release).
+    assert flashmsa.release_cached_workspace() is None
