@@ -196,6 +196,22 @@ __global__ void __launch_bounds__(kMapThreads) tile_map_kernel(IndexerParams p, 
   for (long long i = base_s + tid; i < max_tiles; i += kMapThreads) map[i] = make_int2(-1, 0);
 }
 
+// Row maxima of a 64 x 128 FP32 wgmma tile for this thread's two rows (16w + l/4 and
+// + 8): fmaxf over its columns (NaN ignored, D2), then across the quad.
+__device__ __forceinline__ void quad_row_max(const float (&acc)[64], float& m0, float& m1) {
+  m0 = acc[0];
+  m1 = acc[2];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    m0 = fmaxf(m0, fmaxf(acc[4 * j], acc[4 * j + 1]));
+    m1 = fmaxf(m1, fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
+  }
+  m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
+  m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
+  m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
+  m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+}
+
 // One thread's share of a raw page (read from the raw ring) for its conversion into the
 // SW128 B tile (converting loaders only).
 struct Raw {
@@ -435,10 +451,9 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     // a block's epilogue runs under the other block's wgmma. Step i: page i landed
     // (prefetch distance S - 2: page i+2 goes into the stage of page i-2; S - 1 would also
     // overwrite the validity bit of page i-1, stage_ok, before its block 1 epilogue in
-    // step i); issue block 0
-    // on page i; epilogue of block 1 of page i-1 (retired at the end of step i-1; ptxas
-    // still injects a wait for block 0 there, C7517); issue block 1; block 0 retired ->
-    // its epilogue under block 1; block 1 retired. H200 (2048, 1M, 4 heads, BF16): 4388 /
+    // step i); issue block 0 on page i; epilogue of block 1 of page i-1 (retired at the
+    // end of step i-1; ptxas still injects a wait for block 0 there, C7517); issue block
+    // 1; block 0 retired -> its epilogue under block 1; block 1 retired. H200 (2048, 1M, 4 heads, BF16): 4388 /
     // 4473 us against 4937 / 4839 us with both blocks issued and retired together (the
     // epilogue then ran with the tensor cores idle, a third of the loop: ncu session 17
     // run U) and 4684 / 4726 us with only block 0's epilogue under block 1 (run W).
@@ -461,16 +476,8 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     // a divergent path makes ptxas serialise the wgmmas (C7518).
     auto epi = [&](int j, int mb) {
       g::fence_operands(acc[mb]);
-      float m0 = acc[mb][0], m1 = acc[mb][2];
-#pragma unroll
-      for (int q = 0; q < 16; ++q) {
-        m0 = fmaxf(m0, fmaxf(acc[mb][4 * q], acc[mb][4 * q + 1]));
-        m1 = fmaxf(m1, fmaxf(acc[mb][4 * q + 2], acc[mb][4 * q + 3]));
-      }
-      m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
-      m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
-      m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
-      m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+      float m0, m1;
+      quad_row_max(acc[mb], m0, m1);
       if (wg_active && ((l & 3) >> 1) == mb && j >= 0 && b_begin + j < st_lim) {
         const bool ok = ((stage_ok >> (kLoad == kCopy ? j % S : j & 7)) & 1u) != 0;
         st_row[b_begin + j] = ok ? ((l & 1) ? m1 : m0) * kscale : nan_f();
@@ -557,7 +564,7 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
           g::e4m3_ss(da, db, acc, false);
           g::commit();
           float part[64];
-  #pragma unroll
+#pragma unroll
           for (int s = 1; s < 4; ++s) {
             g::fence_operands(part);
             g::fence();
@@ -566,14 +573,14 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
             g::wait<0>();
             g::fence_operands(part);
             g::fence_operands(acc);
-  #pragma unroll
+#pragma unroll
             for (int j = 0; j < 64; ++j) acc[j] += part[j];
           }
         } else if constexpr (kFp8) {
-  #pragma unroll
+#pragma unroll
           for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_add(da, s * 32), g::desc_add(db, s * 32), acc, s > 0);
         } else {
-  #pragma unroll
+#pragma unroll
           for (int s = 0; s < 8; ++s)
             g::bf16_ss(g::desc_add(da, (s / 4) * 64 * 128 + (s % 4) * 32),
                        g::desc_add(db, (s / 4) * kPage * 128 + (s % 4) * 32), acc, s > 0);
@@ -590,20 +597,12 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
       g::fence_operands(acc);
       if (wg_active) {
         // Rows 16w + l/4 (m0) and + 8 (m1) of this warpgroup; columns spread over the quad.
-        float m0 = acc[0], m1 = acc[2];
-  #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          m0 = fmaxf(m0, fmaxf(acc[4 * j], acc[4 * j + 1]));
-          m1 = fmaxf(m1, fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
-        }
-        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
-        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
-        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
-        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+        float m0, m1;
+        quad_row_max(acc, m0, m1);
         if ((l & 3) == 0) {
           const bool ok = valid(phys_of(i));
           const long long b = b_begin + i;
-  #pragma unroll
+#pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int sr = wg * 64 + 16 * w + l / 4 + 8 * half;
             if (sr >= srows) continue;
