@@ -657,6 +657,9 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
 #ifndef FLASHMSA_DEC_UNIT_TOKENS
 #define FLASHMSA_DEC_UNIT_TOKENS 32
 #endif
+#ifndef FLASHMSA_DEC_MT  // m16 tiles interleaved per step for up to 32 score rows
+#define FLASHMSA_DEC_MT 2
+#endif
 // Warps per CTA: 12 (up to 168 registers each); 8 for 64-row tiles, whose Q fragments
 // alone take 128 registers.
 template <int NT>
@@ -690,9 +693,12 @@ using g::f16x2_hi;  // two E4M3 bytes of a word -> f16x2 (gmma.cuh)
 using g::f16x2_lo;
 
 // Raw words of slot token t for this thread: dims 32q..32q+31 as 8 words of 4 E4M3
-// bytes (word s = dims 32q + 4s .. + 3).
+// bytes (word s = dims 32q + 4s .. + 3). NVFP4: each block scale's 8 magnitudes come from
+// nv_tab (shared memory, 256 entries of g::nvfp4_mag_table, filled once per CTA): one
+// shared load per 16 dims instead of about 12 ALU instructions.
 template <bool kNv>
-__device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, int q, std::uint32_t (&w)[8]) {
+__device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, int q, const uint2* nv_tab,
+                                              std::uint32_t (&w)[8]) {
   if constexpr (!kNv) {
     const uint4 a = *reinterpret_cast<const uint4*>(slot + t * 128 + (((2 * q) ^ (t & 1)) << 4));
     const uint4 b = *reinterpret_cast<const uint4*>(slot + t * 128 + (((2 * q + 1) ^ (t & 1)) << 4));
@@ -700,16 +706,15 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
     w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
   } else {
     const uint4 c = *reinterpret_cast<const uint4*>(slot + t * 64 + q * 16);  // 32 codes
-    const std::uint32_t s2 = *reinterpret_cast<const std::uint16_t*>(slot + kUnitTok * 64 + t * 8 + 2 * q);
+    const std::uint8_t* sc = slot + kUnitTok * 64 + t * 8 + 2 * q;            // their 2 block scales
     const std::uint32_t cw[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // block scale of dims 32q + 16 half ..
-      const uint2 tab = g::nvfp4_mag_table((s2 >> (8 * half)) & 0xffu);
+      const uint2 tab = nv_tab[sc[half]];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const std::uint32_t word = cw[2 * half + i];  // 8 codes = dims 32q + 16 half + 8i ..
-        w[4 * half + 2 * i] = g::nvfp4x4_lookup(word & 0xffffu, tab);
-        w[4 * half + 2 * i + 1] = g::nvfp4x4_lookup(word >> 16, tab);
+        // 8 codes = dims 32q + 16 half + 8i ..
+        g::nvfp4x8_lookup(cw[2 * half + i], tab, w[4 * half + 2 * i], w[4 * half + 2 * i + 1]);
       }
     }
   }
@@ -719,13 +724,13 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
 // interleaved so that MT x NT independent accumulator chains are in flight; the tile
 // maxima are folded into mx.
 template <int MT, int NT, bool kNv>
-__device__ __forceinline__ void dec_mma_tiles(const std::uint8_t* slot, int t0, int r, int q,
+__device__ __forceinline__ void dec_mma_tiles(const std::uint8_t* slot, int t0, int r, int q, const uint2* nv_tab,
                                               const std::uint32_t (&bq)[NT][8][2], float (&mx)[NT][2]) {
   std::uint32_t w[MT][2][8];
 #pragma unroll
   for (int i = 0; i < MT; ++i) {
-    dec_row_words<kNv>(slot, t0 + 16 * i + r, q, w[i][0]);
-    dec_row_words<kNv>(slot, t0 + 16 * i + r + 8, q, w[i][1]);
+    dec_row_words<kNv>(slot, t0 + 16 * i + r, q, nv_tab, w[i][0]);
+    dec_row_words<kNv>(slot, t0 + 16 * i + r + 8, q, nv_tab, w[i][1]);
   }
   float c[MT][NT][4];
 #pragma unroll
@@ -776,11 +781,18 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   constexpr int kThreadsD = 32 * kWarps;
   constexpr int kSlot = dec_slot_bytes<kNv>();
   constexpr int S = kDecStages;
-  constexpr int MT = NT <= 4 ? 2 : 1;  // m16 tiles interleaved (registers: NT = 8 holds 128 of Q)
+  constexpr int MT = NT <= 4 ? FLASHMSA_DEC_MT : 1;  // m16 tiles interleaved (NT = 8 holds 128 registers of Q)
+  static_assert((kUnitTok / 16) % MT == 0, "a unit is a whole number of interleaved steps");
   extern __shared__ __align__(16) std::uint8_t dsmem[];
   int* pre = reinterpret_cast<int*>(dsmem + kWarps * S * kSlot);  // [batch + 1]
   const int B = p.batch;
   const int tid = threadIdx.x;
+  // NVFP4: the 8 E4M3 magnitudes of every block-scale byte (covered by the scan's barrier).
+  __shared__ uint2 nv_tab_s[kNv ? 256 : 1];
+  const uint2* nv_tab = nv_tab_s;
+  if constexpr (kNv) {
+    for (int i = tid; i < 256; i += kThreadsD) nv_tab_s[i] = g::nvfp4_mag_table(static_cast<std::uint32_t>(i));
+  }
 
   // 1. Page prefix over the requests: each thread counts a contiguous run of requests.
   {
@@ -828,44 +840,53 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
     b_start = advance(lo, f0);
   }
 
-  // Issue side: block-table window of request ib (lane i: page wbase + i).
+  // Issue side: block-table window of request ib (lane i: page wbase + i). A page is
+  // resolved at its first unit (quarter 0); its later units reuse iok / isrc / isc. A lane
+  // copies the same chunks of every unit: E4M3 token l/8 + 4i, 16-byte chunk l%8; NVFP4
+  // codes token l/4 + 8i, chunk l%4, and the block scales of token l (+ 32j).
   int ib = b_start, wb = -1, wbase = 0, wphys = -1;
   unsigned vmask = 0u;  // bit (u % S): unit u's physical page is valid
+  bool iok = false;
+  const std::uint8_t* isrc = p.k_data;  // this lane's first chunk of the page being issued
+  const std::uint8_t* isc = p.k_scale;  // NVFP4: this lane's scale row of that page
+  constexpr int kTokStep = kNv ? 8 : 4;  // tokens between a lane's chunks of a unit
+  constexpr int kRowBytes = kNv ? 64 : 128;
+  const int ltok = kNv ? (l >> 2) : (l >> 3), lch = kNv ? (l & 3) : (l & 7);
+  const long long ks1 = p.k_stride[1];
+  const long long lane_src = ltok * ks1 + lch * 16;
+  const int lane_dst = ltok * kRowBytes + ((kNv ? lch : (lch ^ (ltok & 1))) << 4);
   auto issue = [&](int u) {
-    const int f = f0 + u / kUnitsPerPage, quarter = u % kUnitsPerPage;
-    ib = advance(ib, f);
-    const int page = f - pre[ib];
-    if (ib != wb || page >= wbase + 32) {
-      wb = ib;
-      wbase = page;
-      const int j = page + l;
-      wphys = j < pre[ib + 1] - pre[ib]
-                  ? p.block_table[static_cast<long long>(ib) * p.bt_stride[0] + j * p.bt_stride[1]]
-                  : -1;
+    const int quarter = u % kUnitsPerPage;
+    if (quarter == 0) {
+      const int f = f0 + u / kUnitsPerPage;
+      ib = advance(ib, f);
+      const int page = f - pre[ib];
+      if (ib != wb || page >= wbase + 32) {
+        wb = ib;
+        wbase = page;
+        const int j = page + l;
+        wphys = j < pre[ib + 1] - pre[ib]
+                    ? p.block_table[static_cast<long long>(ib) * p.bt_stride[0] + j * p.bt_stride[1]]
+                    : -1;
+      }
+      const long long phys = __shfl_sync(0xffffffffu, wphys, page - wbase);
+      iok = phys >= 0 && phys < p.num_pages;
+      isrc = p.k_data + phys * p.k_stride[0] + lane_src;
+      if constexpr (kNv) isc = p.k_scale + phys * p.ks_stride[0] + l * p.ks_stride[1];
     }
-    const long long phys = __shfl_sync(0xffffffffu, wphys, page - wbase);
-    const bool ok = phys >= 0 && phys < p.num_pages;
     const unsigned bit = 1u << (u % S);
-    vmask = ok ? (vmask | bit) : (vmask & ~bit);
-    if (!ok) return;
+    vmask = iok ? (vmask | bit) : (vmask & ~bit);
+    if (!iok) return;
     std::uint8_t* dst = ring + (u % S) * kSlot;
-    const int tok0 = quarter * kUnitTok;
-    const std::uint8_t* src = p.k_data + phys * p.k_stride[0] + tok0 * p.k_stride[1];
-    if constexpr (!kNv) {
-#pragma unroll 8
-      for (int c = l; c < kUnitTok * 8; c += 32) {  // (token, 16-byte chunk)
-        const int tok = c >> 3, ch = c & 7;
-        cp_async16(dst + tok * 128 + ((ch ^ (tok & 1)) << 4), src + tok * p.k_stride[1] + ch * 16);
-      }
-    } else {
-#pragma unroll 8
-      for (int c = l; c < kUnitTok * 4; c += 32) {
-        const int tok = c >> 2, ch = c & 3;
-        cp_async16(dst + tok * 64 + ch * 16, src + tok * p.k_stride[1] + ch * 16);
-      }
-      const std::uint8_t* sc = p.k_scale + phys * p.ks_stride[0] + tok0 * p.ks_stride[1];
+    const std::uint8_t* src = isrc + quarter * (kUnitTok * ks1);
 #pragma unroll
-      for (int tok = l; tok < kUnitTok; tok += 32) cp_async8(dst + kUnitTok * 64 + tok * 8, sc + tok * p.ks_stride[1]);
+    for (int i = 0; i < kUnitTok / kTokStep; ++i)
+      cp_async16(dst + lane_dst + i * kTokStep * kRowBytes, src + i * (kTokStep * ks1));
+    if constexpr (kNv) {
+      const long long ss1 = p.ks_stride[1];
+      const std::uint8_t* sc = isc + quarter * (kUnitTok * ss1);
+#pragma unroll
+      for (int j = 0; j < kUnitTok / 32; ++j) cp_async8(dst + kUnitTok * 64 + (l + 32 * j) * 8, sc + j * (32 * ss1));
     }
   };
   // Compute side: request cb's tile and Q fragments (score row sr = 8 nt + lane / 4 ->
@@ -873,6 +894,8 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   // raw Q loads (decode rows b Q .. need no length) and the tile's length read;
   // convert_request widens Q once the loads are needed.
   const int H = p.heads;
+  const int hinv = (65536 + H - 1) / H;  // (sr * hinv) >> 16 == sr / H for sr < 64, H <= 8
+  long long rowh = 0;                    // t.row0 * H: the request's first workspace row
   int cb = -1;
   Tile t{};
   int srows = 0;
@@ -897,6 +920,7 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
       qw[nt][4] = c.x; qw[nt][5] = c.y; qw[nt][6] = c.z; qw[nt][7] = c.w;
     }
     dec_history_pages(p, b, &t);  // the tile (first_pos: used by the stores)
+    rowh = t.row0 * H;
   };
   auto convert_request = [&]() {
 #pragma unroll
@@ -939,7 +963,7 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
     const std::uint8_t* slot = ring + (u % S) * kSlot;
     if (ok) {
 #pragma unroll 1
-      for (int m = 0; m < kUnitTok / 16; m += MT) dec_mma_tiles<MT, NT, kNv>(slot, 16 * m, r, q, bq, mx);
+      for (int m = 0; m < kUnitTok / 16; m += MT) dec_mma_tiles<MT, NT, kNv>(slot, 16 * m, r, q, nv_tab, bq, mx);
     }
     if (quarter != kUnitsPerPage - 1) continue;
     if (ok) {
@@ -950,20 +974,24 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
 #pragma unroll
           for (int o = 4; o < 32; o *= 2) mx[nt][e] = fmaxf(mx[nt][e], __shfl_xor_sync(0xffffffffu, mx[nt][e], o));
     }
-    // Lanes 0..3 store score rows 8 nt + 2q + e (NaN for an unmapped page, D2).
-    if (r == 0) {
-      const long long b = f - pre[cb];  // logical page
+    // Lane (r, q) stores score row 8 nt + 2q + e for 2 nt + e = r (+ 8 for NT = 8; every
+    // lane holds every maximum after the butterfly), NaN for an unmapped page (D2). The
+    // workspace row is row0 H + sr; the query row sr / H by a multiply (sr < 64, H <= 8).
+    const long long b = f - pre[cb];  // logical page
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+    for (int k0 = 0; k0 < 2 * NT; k0 += 8) {
+      if (k0 + r >= 2 * NT) continue;
+      float v = mx[k0 / 2][0];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int sr = 8 * nt + 2 * q + e;
-          if (sr >= srows) continue;
-          const int qr = sr / H, h = sr % H;
-          const long long pos = t.first_pos + qr;
-          if (pos < 0 || b >= pos / kPage) continue;
-          ws[((t.row0 + qr) * H + h) * ws_ld + b] = ok ? mx[nt][e] * kscale : nan_f();
-        }
+      for (int k = 1; k < 8 && k0 + k < 2 * NT; ++k)
+        if (r == k) v = mx[(k0 + k) / 2][(k0 + k) % 2];
+      const int kk = k0 + r, sr = 8 * (kk >> 1) + 2 * q + (kk & 1);
+      if (sr >= srows) continue;
+      const int qr = (sr * hinv) >> 16;
+      const long long pos = t.first_pos + qr;
+      static_assert(kPage == 128, "pos >> 7 is pos / kPage");
+      if (pos < 0 || b >= (pos >> 7)) continue;
+      ws[(rowh + sr) * ws_ld + b] = ok ? v * kscale : nan_f();
     }
   }
   cp_async_wait<0>();
