@@ -215,11 +215,13 @@ __device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* 
 // E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 8 x e4m3x2.
 __device__ __forceinline__ void nvfp4_group_to_e4m3(uint2 in, std::uint8_t scale, std::uint16_t (&out)[8]) {
   const uint2 tab = gm::nvfp4_mag_table(scale);
+  std::uint32_t e[4];
+  gm::nvfp4x8_lookup(in.x, tab, e[0], e[1]);
+  gm::nvfp4x8_lookup(in.y, tab, e[2], e[3]);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const std::uint32_t e = gm::nvfp4x4_lookup(((i < 2 ? in.x : in.y) >> (16 * (i & 1))) & 0xffffu, tab);
-    out[2 * i] = static_cast<std::uint16_t>(e & 0xffffu);
-    out[2 * i + 1] = static_cast<std::uint16_t>(e >> 16);
+    out[2 * i] = static_cast<std::uint16_t>(e[i] & 0xffffu);
+    out[2 * i + 1] = static_cast<std::uint16_t>(e[i] >> 16);
   }
 }
 

@@ -340,8 +340,7 @@ __device__ __forceinline__ void qk_fragments(const uint4* k0, const std::uint32_
           const uint2 tab = gm::nvfp4_mag_table((scale_k[nt] >> (8 * h)) & 0xffu);
 #pragma unroll
           for (int k = 0; k < 2; ++k) {
-            x[4 * h + 2 * k] = gm::nvfp4x4_lookup(cw[2 * h + k] & 0xffffu, tab);
-            x[4 * h + 2 * k + 1] = gm::nvfp4x4_lookup(cw[2 * h + k] >> 16, tab);
+            gm::nvfp4x8_lookup(cw[2 * h + k], tab, x[4 * h + 2 * k], x[4 * h + 2 * k + 1]);
           }
         }
       }
@@ -524,10 +523,8 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
         } else {
           const uint2 x = *reinterpret_cast<const uint2*>(slot(stage, S::kK + v));  // 16 codes
           const uint2 tab = gm::nvfp4_mag_table(scale_v[v]);
-          vw[v][0] = gm::nvfp4x4_lookup(x.x & 0xffffu, tab);
-          vw[v][1] = gm::nvfp4x4_lookup(x.x >> 16, tab);
-          vw[v][2] = gm::nvfp4x4_lookup(x.y & 0xffffu, tab);
-          vw[v][3] = gm::nvfp4x4_lookup(x.y >> 16, tab);
+          gm::nvfp4x8_lookup(x.x, tab, vw[v][0], vw[v][1]);
+          gm::nvfp4x8_lookup(x.y, tab, vw[v][2], vw[v][3]);
         }
       }
 #pragma unroll
@@ -773,9 +770,10 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
         const int t = lane + 32 * j;
         const uint2 x = *reinterpret_cast<const uint2*>(raw + t * 8);
         const uint2 tab = gm::nvfp4_mag_table(sv[j]);
-        *reinterpret_cast<uint4*>(dst + t * 16) =
-            make_uint4(gm::nvfp4x4_lookup(x.x & 0xffffu, tab), gm::nvfp4x4_lookup(x.x >> 16, tab),
-                       gm::nvfp4x4_lookup(x.y & 0xffffu, tab), gm::nvfp4x4_lookup(x.y >> 16, tab));
+        uint4 e;
+        gm::nvfp4x8_lookup(x.x, tab, e.x, e.y);
+        gm::nvfp4x8_lookup(x.y, tab, e.z, e.w);
+        *reinterpret_cast<uint4*>(dst + t * 16) = e;
       }
     }
     __syncwarp();  // the warp's V tile (copies landed, or dequantised), visible to all its lanes

@@ -190,16 +190,6 @@ __device__ __forceinline__ uint2 nvfp4_mag_table(std::uint32_t scale) {
   return make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
 }
 
-/// Four e2m1 codes (16 bits, code j in bits 4j..4j+3) -> four E4M3 bytes (byte j): the
-/// magnitude from the table, the sign bit flipped by the code's sign (saturating RNE is
-/// symmetric; a negative block scale is already in the table).
-__device__ __forceinline__ std::uint32_t nvfp4x4_lookup(std::uint32_t codes16, uint2 tab) {
-  const std::uint32_t mag = __byte_perm(tab.x, tab.y, codes16 & 0x7777u);
-  const std::uint32_t sgn = __byte_perm(0x8000u, 0u, (codes16 >> 3) & 0x1111u);  // byte 1 = 0x80
-  return mag ^ sgn;
-}
-
-
 /// prmt.b32 in its default mode (selector nibbles in the low 16 bits; a nibble's bit 3
 /// replicates the sign of the selected byte): __byte_perm masks its selector with 0x7777
 /// first, which costs an ALU operation where the selector is already clean.
@@ -210,10 +200,12 @@ __device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, 
 }
 
 /// Eight e2m1 codes (code j in bits 4j..4j+3 of w) -> eight E4M3 bytes, byte j of lo =
-/// code j, byte j of hi = code 4 + j: the same bytes as nvfp4x4_lookup on each half, with
-/// the masks shared by both halves and no selector re-masking: 11 ALU operations for 8
-/// codes instead of 13. (Moving its shifts to the FMA pipe as mul.hi was slower on the
-/// H200: the decode scoring loop lost 10-12 %.)
+/// code j, byte j of hi = code 4 + j: the magnitude from the table (a byte permute), the
+/// sign bit flipped by the code's sign (saturating RNE is symmetric; a negative block
+/// scale is already in the table). The masks are shared by both halves and the selectors
+/// are not re-masked: 11 ALU operations for 8 codes, 13 as two 4-code lookups. (Moving
+/// the shifts to the FMA pipe as mul.hi was slower on the H200: the decode scoring loop
+/// lost 10-12 %.)
 __device__ __forceinline__ void nvfp4x8_lookup(std::uint32_t w, uint2 tab, std::uint32_t& lo, std::uint32_t& hi) {
   const std::uint32_t m = w & 0x77777777u;         // magnitude indices
   const std::uint32_t s = (w >> 3) & 0x11111111u;  // sign bits -> nibble bit 0

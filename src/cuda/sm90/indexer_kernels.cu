@@ -310,10 +310,8 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
           const uint2 tab = g::nvfp4_mag_table((raw.s >> (8 * blk)) & 0xffu);
           const std::uint32_t w0 = words[2 * blk], w1 = words[2 * blk + 1];
           uint4 e;  // 16 E4M3 values = dims 16 * (4 half + blk) ..
-          e.x = g::nvfp4x4_lookup(w0 & 0xffffu, tab);
-          e.y = g::nvfp4x4_lookup(w0 >> 16, tab);
-          e.z = g::nvfp4x4_lookup(w1 & 0xffffu, tab);
-          e.w = g::nvfp4x4_lookup(w1 >> 16, tab);
+          g::nvfp4x8_lookup(w0, tab, e.x, e.y);
+          g::nvfp4x8_lookup(w1, tab, e.z, e.w);
           const int dim0 = 16 * (4 * half + blk);
           if constexpr (kLoad == kNvfp4ToE4m3) {
             *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, dim0, kPage)) = e;
