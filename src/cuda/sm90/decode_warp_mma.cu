@@ -67,8 +67,7 @@ namespace cg = ::cooperative_groups;
 using at::ex2_approx;
 using at::kLog2e;
 using at::kLog2_448;
-using gm::f16x2_hi;
-using gm::f16x2_lo;
+using gm::f16x2_pair;
 
 constexpr int kWarps = 8;              // 16 tokens of each page per warp
 constexpr int kThreads = kWarps * 32;
@@ -183,8 +182,7 @@ __device__ __forceinline__ void load_q_fragments(const DecodeParams& p, long lon
         const std::uint32_t x[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          qw[r][8 * i + 2 * k] = f16x2_lo(x[k]);
-          qw[r][8 * i + 2 * k + 1] = f16x2_hi(x[k]);
+          f16x2_pair(x[k], qw[r][8 * i + 2 * k], qw[r][8 * i + 2 * k + 1]);
         }
       }
     }
@@ -346,8 +344,7 @@ __device__ __forceinline__ void qk_fragments(const uint4* k0, const std::uint32_
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        kw[2 * j] = f16x2_lo(x[j]);
-        kw[2 * j + 1] = f16x2_hi(x[j]);
+        f16x2_pair(x[j], kw[2 * j], kw[2 * j + 1]);
       }
     }
     s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
@@ -534,8 +531,11 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
           const std::uint32_t sel = (2 * hb) | ((2 * hb + 4) << 4) | ((2 * hb + 1) << 8) | ((2 * hb + 5) << 12);
           const std::uint32_t lo = prmt(vw[0][j], vw[1][j], sel);  // tokens 2c, 2c + 1
           const std::uint32_t hi = prmt(vw[2][j], vw[3][j], sel);  // tokens 8 + 2c, 9 + 2c
-          mma16816<true>(o[4 * j + 2 * hb], pa, f16x2_lo(lo), f16x2_lo(hi));
-          mma16816<true>(o[4 * j + 2 * hb + 1], pa, f16x2_hi(lo), f16x2_hi(hi));
+          std::uint32_t b0[2], b1[2];  // f16x2 of bytes 0-1 / 2-3 of lo and hi
+          f16x2_pair(lo, b0[0], b1[0]);
+          f16x2_pair(hi, b0[1], b1[1]);
+          mma16816<true>(o[4 * j + 2 * hb], pa, b0[0], b0[1]);
+          mma16816<true>(o[4 * j + 2 * hb + 1], pa, b1[0], b1[1]);
         }
     }
   }
@@ -857,8 +857,11 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
         const std::uint32_t x9 = *reinterpret_cast<const std::uint16_t*>(vt + (ta + 9) * B::kVTok + 2 * g);
         const std::uint32_t lo = prmt(x0, x1, 0x5140u);  // bytes: x0.b0 x1.b0 x0.b1 x1.b1
         const std::uint32_t hi = prmt(x8, x9, 0x5140u);
-        mma16816<true>(o[0], pa, f16x2_lo(lo), f16x2_lo(hi));
-        mma16816<true>(o[1], pa, f16x2_hi(lo), f16x2_hi(hi));
+        std::uint32_t b0[2], b1[2];  // f16x2 of bytes 0-1 / 2-3 of lo and hi
+        f16x2_pair(lo, b0[0], b1[0]);
+        f16x2_pair(hi, b0[1], b1[1]);
+        mma16816<true>(o[0], pa, b0[0], b0[1]);
+        mma16816<true>(o[1], pa, b1[0], b1[1]);
       }
     }
   }

@@ -213,12 +213,13 @@ __device__ __forceinline__ void nvfp4x8_lookup(std::uint32_t w, uint2 tab, std::
   hi = prmt(tab.x, tab.y, m >> 16) ^ prmt(0x8000u, 0u, s >> 16);
 }
 
-/// Two E4M3 bytes (bits 0-15 / 16-31 of w, low byte first) -> f16x2 (exact).
-__device__ __forceinline__ std::uint32_t f16x2_lo(std::uint32_t w) {
-  return e4m3x2_to_f16x2(static_cast<std::uint16_t>(w & 0xffffu));
-}
-__device__ __forceinline__ std::uint32_t f16x2_hi(std::uint32_t w) {
-  return e4m3x2_to_f16x2(static_cast<std::uint16_t>(w >> 16));
+/// Four E4M3 bytes of w -> two f16x2 (exact): lo = bytes 0-1, hi = bytes 2-3 (low byte
+/// first). Unpacked and converted in one asm block, so ptxas reads the high half in place
+/// (F2FP ... R.H1); converting w >> 16 on its own costs an ALU shift first.
+__device__ __forceinline__ void f16x2_pair(std::uint32_t w, std::uint32_t& lo, std::uint32_t& hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
 }
 
 /// Packs four floats into four E4M3 bytes (saturating, RNE), byte 0 = x0.

@@ -687,8 +687,6 @@ __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(g::smem_addr(smem)), "l"(gmem) : "memory");
 }
 
-using g::f16x2_hi;  // two E4M3 bytes of a word -> f16x2 (gmma.cuh)
-using g::f16x2_lo;
 
 // Raw words of slot token t for this thread: dims 32q..32q+31 as 8 words of 4 E4M3
 // bytes (word s = dims 32q + 4s .. + 3). NVFP4: each block scale's 8 magnitudes come from
@@ -739,8 +737,9 @@ __device__ __forceinline__ void dec_mma_tiles(const std::uint8_t* slot, int t0, 
   for (int s = 0; s < 8; ++s)
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      const std::uint32_t a0 = f16x2_lo(w[i][0][s]), a1 = f16x2_lo(w[i][1][s]);
-      const std::uint32_t a2 = f16x2_hi(w[i][0][s]), a3 = f16x2_hi(w[i][1][s]);
+      std::uint32_t a0, a1, a2, a3;
+      g::f16x2_pair(w[i][0][s], a0, a2);
+      g::f16x2_pair(w[i][1][s], a1, a3);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         cute::SM80_16x8x16_F32F16F16F32_TN::fma(c[i][nt][0], c[i][nt][1], c[i][nt][2], c[i][nt][3], a0, a1, a2,
@@ -925,8 +924,7 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int s2 = 0; s2 < 8; ++s2) {
-        bq[nt][s2][0] = f16x2_lo(qw[nt][s2]);
-        bq[nt][s2][1] = f16x2_hi(qw[nt][s2]);
+        g::f16x2_pair(qw[nt][s2], bq[nt][s2][0], bq[nt][s2][1]);
       }
   };
 
