@@ -212,17 +212,13 @@ __device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* 
 }
 
 // 16 NVFP4 values (8 code bytes, even element in the low nibble) x block scale ->
-// E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 8 x e4m3x2.
-__device__ __forceinline__ void nvfp4_group_to_e4m3(uint2 in, std::uint8_t scale, std::uint16_t (&out)[8]) {
+// E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 4 words of 4 E4M3 bytes.
+__device__ __forceinline__ uint4 nvfp4_group_to_e4m3(uint2 in, std::uint8_t scale) {
   const uint2 tab = gm::nvfp4_mag_table(scale);
-  std::uint32_t e[4];
-  gm::nvfp4x8_lookup(in.x, tab, e[0], e[1]);
-  gm::nvfp4x8_lookup(in.y, tab, e[2], e[3]);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = static_cast<std::uint16_t>(e[i] & 0xffffu);
-    out[2 * i + 1] = static_cast<std::uint16_t>(e[i] >> 16);
-  }
+  uint4 e;
+  gm::nvfp4x8_lookup(in.x, tab, e.x, e.y);
+  gm::nvfp4x8_lookup(in.y, tab, e.z, e.w);
+  return e;
 }
 
 __device__ __forceinline__ std::uint8_t nvfp4_scale(const std::uint8_t* plane, std::int64_t tok_stride, bool swz,
@@ -233,10 +229,10 @@ __device__ __forceinline__ std::uint8_t nvfp4_scale(const std::uint8_t* plane, s
 
 // 8 E4M3 bytes -> 8 F16 values (16 bytes, exact).
 __device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint2 in) {
-  return make_uint4(gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.x & 0xffffu)),
-                    gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.x >> 16)),
-                    gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.y & 0xffffu)),
-                    gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(in.y >> 16)));
+  uint4 r;
+  gm::f16x2_pair(in.x, r.x, r.y);
+  gm::f16x2_pair(in.y, r.z, r.w);
+  return r;
 }
 // ... stored at `dst`.
 __device__ __forceinline__ void store_e4m3x8_as_f16(std::uint8_t* dst, uint2 in) {
@@ -273,17 +269,12 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
 #pragma unroll 2
     for (int i = 0; i < 128 / kS; ++i) {
       const int t = t0 + kS * i;
-      std::uint16_t q[8];
-      nvfp4_group_to_e4m3(lds64(r0 + kS * 64 * i), t < valid ? nvfp4_scale(plane, 8, swz, t, grp) : 0, q);
+      const uint4 e = nvfp4_group_to_e4m3(lds64(r0 + kS * 64 * i), t < valid ? nvfp4_scale(plane, 8, swz, t, grp) : 0);
       if (SIDE == kSideK && !QK16) {
-        sts128(tile + gm::sw128_offset(t, 16 * grp, 128),
-               make_uint4(q[0] | (q[1] << 16), q[2] | (q[3] << 16), q[4] | (q[5] << 16), q[6] | (q[7] << 16)));
+        sts128(tile + gm::sw128_offset(t, 16 * grp, 128), e);
       } else {
-        std::uint32_t w[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) w[k] = gm::e4m3x2_to_f16x2(q[k]);
-        sts128(tile + gm::sw128_offset(t, 32 * grp, 128), make_uint4(w[0], w[1], w[2], w[3]));
-        sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), make_uint4(w[4], w[5], w[6], w[7]));
+        sts128(tile + gm::sw128_offset(t, 32 * grp, 128), e4m3x8_to_f16x8(make_uint2(e.x, e.y)));
+        sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), e4m3x8_to_f16x8(make_uint2(e.z, e.w)));
       }
     }
   }

@@ -106,11 +106,7 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait_mem() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
-  std::uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
+using gm::prmt;
 
 // mma.sync m16n8k16, FP32 accumulate: BF16 operands, or F16 (exact images of E4M3).
 template <bool kF16>

@@ -670,9 +670,11 @@ template <int NT>
 constexpr int dec_ctas_per_sm() { return NT >= 8 ? 1 : FLASHMSA_DEC_CTAS_PER_SM; }
 // Requests a decode_score_kernel launch handles (its page prefix lives in shared memory).
 constexpr int kDecMaxBatch = 4096;
+// 4096: the static shared memory (the scan's storage, NVFP4's 2 KB block-scale table; ptxas:
+// 1696 / 3744 bytes).
 static_assert(FLASHMSA_DEC_WARPS * FLASHMSA_DEC_STAGES * FLASHMSA_DEC_UNIT_TOKENS * 128 + 4 * (kDecMaxBatch + 1) +
-                      1024 <= 227 * 1024,
-              "decode scoring ring + page prefix must fit the 227 KB of shared memory per CTA");
+                      4096 <= 227 * 1024,
+              "decode scoring ring + page prefix + static shared memory must fit the 227 KB per CTA");
 constexpr int kDecStages = FLASHMSA_DEC_STAGES;
 constexpr int kUnitTok = FLASHMSA_DEC_UNIT_TOKENS;  // tokens per copy unit: a page, a half or a quarter
 constexpr int kUnitsPerPage = kPage / kUnitTok;
@@ -868,8 +870,9 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
       }
       const long long phys = __shfl_sync(0xffffffffu, wphys, page - wbase);
       iok = phys >= 0 && phys < p.num_pages;
-      isrc = p.k_data + phys * p.k_stride[0] + lane_src;
-      if constexpr (kNv) isc = p.k_scale + phys * p.ks_stride[0] + l * p.ks_stride[1];
+      const long long pp = iok ? phys : 0;  // no pointer arithmetic from an unmapped page
+      isrc = p.k_data + pp * p.k_stride[0] + lane_src;
+      if constexpr (kNv) isc = p.k_scale + pp * p.ks_stride[0] + l * p.ks_stride[1];
     }
     const unsigned bit = 1u << (u % S);
     vmask = iok ? (vmask | bit) : (vmask & ~bit);
@@ -891,7 +894,7 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   // raw Q loads (decode rows b Q .. need no length) and the tile's length read;
   // convert_request widens Q once the loads are needed.
   const int H = p.heads;
-  const int hinv = (65536 + H - 1) / H;  // (sr * hinv) >> 16 == sr / H for sr < 64, H <= 8
+  const int hinv = (65536 + H - 1) / H;  // (sr * hinv) >> 16 == sr / H for sr < 64 and H <= 1024
   long long rowh = 0;                    // t.row0 * H: the request's first workspace row
   int cb = -1;
   Tile t{};
@@ -972,7 +975,7 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
     }
     // Lane (r, q) stores score row 8 nt + 2q + e for 2 nt + e = r (+ 8 for NT = 8; every
     // lane holds every maximum after the butterfly), NaN for an unmapped page (D2). The
-    // workspace row is row0 H + sr; the query row sr / H by a multiply (sr < 64, H <= 8).
+    // workspace row is row0 H + sr; the query row sr / H by a multiply (sr < 64, H <= 64).
     const long long b = f - pre[cb];  // logical page
 #pragma unroll
     for (int k0 = 0; k0 < 2 * NT; k0 += 8) {

@@ -211,10 +211,7 @@ __device__ __forceinline__ void widen_q_chunk(const PrefillParams& p, std::uint1
   const std::uint32_t w[4] = {in.x, in.y, in.z, in.w};
   std::uint32_t o[8];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    o[2 * k] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] & 0xffffu));
-    o[2 * k + 1] = gm::e4m3x2_to_f16x2(static_cast<std::uint16_t>(w[k] >> 16));
-  }
+  for (int k = 0; k < 4; ++k) gm::f16x2_pair(w[k], o[2 * k], o[2 * k + 1]);
   uint4* dst = reinterpret_cast<uint4*>(q16 + ((t * p.num_q_heads + h) * 128 + c * 16));
   dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
   dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
