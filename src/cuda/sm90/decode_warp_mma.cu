@@ -120,6 +120,18 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)
                                               d[2], d[3]);
 }
 
+// P (A, F16) times V for two n8 blocks from E4M3 bytes: `lo` holds the B fragment's
+// tokens of k rows 0-7, `hi` those of rows 8-15; bytes 0-1 of each belong to the block
+// accumulated in d0, bytes 2-3 to the block in d1.
+__device__ __forceinline__ void mma16816_e4m3_b2(float (&d0)[4], float (&d1)[4], const std::uint32_t (&a)[4],
+                                                 std::uint32_t lo, std::uint32_t hi) {
+  std::uint32_t b0[2], b1[2];  // f16x2 of bytes 0-1 / 2-3 of lo and hi
+  f16x2_pair(lo, b0[0], b1[0]);
+  f16x2_pair(hi, b0[1], b1[1]);
+  mma16816<true>(d0, a, b0[0], b0[1]);
+  mma16816<true>(d1, a, b1[0], b1[1]);
+}
+
 // Warp 0 of a CTA: the row's top-k entries and length (one round trip), invalid and
 // duplicate entries dropped (D1, __match_any_sync), the valid ones ranked, and this
 // split's share of them resolved through the block table (the second round trip):
@@ -527,11 +539,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
           const std::uint32_t sel = (2 * hb) | ((2 * hb + 4) << 4) | ((2 * hb + 1) << 8) | ((2 * hb + 5) << 12);
           const std::uint32_t lo = prmt(vw[0][j], vw[1][j], sel);  // tokens 2c, 2c + 1
           const std::uint32_t hi = prmt(vw[2][j], vw[3][j], sel);  // tokens 8 + 2c, 9 + 2c
-          std::uint32_t b0[2], b1[2];  // f16x2 of bytes 0-1 / 2-3 of lo and hi
-          f16x2_pair(lo, b0[0], b1[0]);
-          f16x2_pair(hi, b0[1], b1[1]);
-          mma16816<true>(o[4 * j + 2 * hb], pa, b0[0], b0[1]);
-          mma16816<true>(o[4 * j + 2 * hb + 1], pa, b1[0], b1[1]);
+          mma16816_e4m3_b2(o[4 * j + 2 * hb], o[4 * j + 2 * hb + 1], pa, lo, hi);
         }
     }
   }
@@ -853,11 +861,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
         const std::uint32_t x9 = *reinterpret_cast<const std::uint16_t*>(vt + (ta + 9) * B::kVTok + 2 * g);
         const std::uint32_t lo = prmt(x0, x1, 0x5140u);  // bytes: x0.b0 x1.b0 x0.b1 x1.b1
         const std::uint32_t hi = prmt(x8, x9, 0x5140u);
-        std::uint32_t b0[2], b1[2];  // f16x2 of bytes 0-1 / 2-3 of lo and hi
-        f16x2_pair(lo, b0[0], b1[0]);
-        f16x2_pair(hi, b0[1], b1[1]);
-        mma16816<true>(o[0], pa, b0[0], b0[1]);
-        mma16816<true>(o[1], pa, b1[0], b1[1]);
+        mma16816_e4m3_b2(o[0], o[1], pa, lo, hi);
       }
     }
   }
