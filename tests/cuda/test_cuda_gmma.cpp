@@ -100,4 +100,31 @@ TEST(CudaGmma, E4m3SharedShared) { REQUIRE_GPU(); run_variant(GmmaSelftest::e4m3
 TEST(CudaGmma, E4m3RegisterAPermutedB) { REQUIRE_GPU(); run_variant(GmmaSelftest::e4m3_rs, 4); }
 TEST(CudaGmma, F16RegisterAWidenedE4m3B) { REQUIRE_GPU(); run_variant(GmmaSelftest::f16_rs_bmn, 5); }
 
+// The NVFP4 -> E4M3 dequantisation all SM90 kernels share, exhaustively: every block-scale
+// byte (negative and NaN scales included) x every code in every nibble position, byte for
+// byte against the CPU backend's nvfp4_to_e4m3 (an E4M3 NaN may differ in its sign bit).
+TEST(CudaGmma, Nvfp4LookupMatchesCpuForEveryScaleAndCode) {
+  REQUIRE_GPU();
+  const size_t n = 256 * 16 * 8;
+  Buf d(n);
+  ASSERT_EQ(cudaMemset(d.p, 0x5a, n), cudaSuccess);  // poison
+  ASSERT_EQ(flashmsa::cuda::nvfp4_lookup_selftest(static_cast<std::uint8_t*>(d.p), nullptr), 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<std::uint8_t> got(n);
+  ASSERT_EQ(cudaMemcpy(got.data(), d.p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  int bad = 0;
+  for (int s = 0; s < 256; ++s)
+    for (int j = 0; j < 16; ++j)
+      for (int i = 0; i < 8; ++i) {
+        const auto code = static_cast<std::uint8_t>((i + j) & 15);
+        const std::uint8_t want = flashmsa::nvfp4_to_e4m3(code, static_cast<std::uint8_t>(s));
+        const std::uint8_t g = got[(s * 16 + j) * 8 + i];
+        const bool both_nan = (want & 0x7f) == 0x7f && (g & 0x7f) == 0x7f;
+        if (g != want && !both_nan && bad++ < 8)
+          ADD_FAILURE() << "scale 0x" << std::hex << s << " code 0x" << int(code) << ": got 0x" << int(g)
+                        << " want 0x" << int(want);
+      }
+  EXPECT_EQ(bad, 0) << "mismatches of " << n;
+}
+
 }  // namespace

@@ -343,7 +343,7 @@ __device__ __forceinline__ void qk_fragments(const uint4* k0, const std::uint32_
         const std::uint32_t cw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // block scale of dims 32c + 16h ..
-          const uint2 tab = gm::nvfp4_mag_table((scale_k[nt] >> (8 * h)) & 0xffu);
+          const gm::Nvfp4Lut tab = gm::nvfp4_lut((scale_k[nt] >> (8 * h)) & 0xffu);
 #pragma unroll
           for (int k = 0; k < 2; ++k) {
             gm::nvfp4x8_lookup(cw[2 * h + k], tab, x[4 * h + 2 * k], x[4 * h + 2 * k + 1]);
@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
           vw[v][0] = x.x; vw[v][1] = x.y; vw[v][2] = x.z; vw[v][3] = x.w;
         } else {
           const uint2 x = *reinterpret_cast<const uint2*>(slot(stage, S::kK + v));  // 16 codes
-          const uint2 tab = gm::nvfp4_mag_table(scale_v[v]);
+          const gm::Nvfp4Lut tab = gm::nvfp4_lut(scale_v[v]);
           gm::nvfp4x8_lookup(x.x, tab, vw[v][0], vw[v][1]);
           gm::nvfp4x8_lookup(x.y, tab, vw[v][2], vw[v][3]);
         }
@@ -773,7 +773,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
       for (int j = 0; j < 4; ++j) {
         const int t = lane + 32 * j;
         const uint2 x = *reinterpret_cast<const uint2*>(raw + t * 8);
-        const uint2 tab = gm::nvfp4_mag_table(sv[j]);
+        const gm::Nvfp4Lut tab = gm::nvfp4_lut(sv[j]);
         uint4 e;
         gm::nvfp4x8_lookup(x.x, tab, e.x, e.y);
         gm::nvfp4x8_lookup(x.y, tab, e.z, e.w);

@@ -199,18 +199,50 @@ __device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, 
   return r;
 }
 
+/// mad.lo.u32: a * b + c (mod 2^32) on the FMA pipe (IMAD); a shift-and-add written in
+/// C++ may be lowered to ALU instructions instead.
+__device__ __forceinline__ std::uint32_t mad_lo(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  std::uint32_t r;
+  asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+
+/// One block scale's dequantisation table in the form nvfp4x8_lookup reads.
+///   t: the 8 E4M3 bytes of nvfp4_mag_table(scale) with bit 7 flipped (byte j = code j's
+///      magnitude; all 8 bytes share bit 7: the scale's sign, or 0x7F for a NaN scale);
+///   d: 0xFFFFFF80 (-128) where t's bytes have bit 7 set, else 0x80 (+128).
+/// Adding d to a byte of t toggles its bit 7 without a carry or borrow into the next byte.
+struct Nvfp4Lut {
+  uint2 t;
+  std::uint32_t d;
+};
+
+__device__ __forceinline__ Nvfp4Lut nvfp4_lut(std::uint32_t scale) {
+  const uint2 tab = nvfp4_mag_table(scale);
+  Nvfp4Lut l;
+  l.t = make_uint2(tab.x ^ 0x80808080u, tab.y ^ 0x80808080u);
+  l.d = (l.t.x & 0x80u) ? 0xFFFFFF80u : 0x80u;
+  return l;
+}
+
 /// Eight e2m1 codes (code j in bits 4j..4j+3 of w) -> eight E4M3 bytes, byte j of lo =
-/// code j, byte j of hi = code 4 + j: the magnitude from the table (a byte permute), the
-/// sign bit flipped by the code's sign (saturating RNE is symmetric; a negative block
-/// scale is already in the table). The masks are shared by both halves and the selectors
-/// are not re-masked: 11 ALU operations for 8 codes, 13 as two 4-code lookups. (Moving
-/// the shifts to the FMA pipe as mul.hi was slower on the H200: the decode scoring loop
-/// lost 10-12 %.)
-__device__ __forceinline__ void nvfp4x8_lookup(std::uint32_t w, uint2 tab, std::uint32_t& lo, std::uint32_t& hi) {
-  const std::uint32_t m = w & 0x77777777u;         // magnitude indices
-  const std::uint32_t s = (w >> 3) & 0x11111111u;  // sign bits -> nibble bit 0
-  lo = prmt(tab.x, tab.y, m) ^ prmt(0x8000u, 0u, s);  // selector nibbles: bit 3 clear
-  hi = prmt(tab.x, tab.y, m >> 16) ^ prmt(0x8000u, 0u, s >> 16);
+/// code j, byte j of hi = code 4 + j, each E4M3_sat(e2m1 x scale) = table byte with bit 7
+/// flipped by the code's sign (saturating RNE is symmetric; a negative scale is already in
+/// the table). Per 4 codes:
+///   - the magnitude: a byte permute of l.t by the 3-bit indices;
+///   - s: a byte permute of 0x01010101 by the raw nibbles; a nibble's bit 3 (the code's
+///     sign) makes prmt replicate bit 7 of the selected byte (0), so byte j of s is
+///     1 - sign(code j);
+///   - mag + s * d (IMAD on the FMA pipe) toggles bit 7 of the bytes whose code is
+///     positive, which undoes the flip in l.t: bit 7 = table sign XOR code sign.
+/// 7 ALU operations and 2 IMADs for 8 codes (the XOR form of the sign took 11 ALU
+/// operations; moving the shifts to the FMA pipe as mul.hi was slower on the H200).
+__device__ __forceinline__ void nvfp4x8_lookup(std::uint32_t w, const Nvfp4Lut& l, std::uint32_t& lo,
+                                               std::uint32_t& hi) {
+  const std::uint32_t m = w & 0x77777777u;  // magnitude indices (selector bit 3 clear)
+  const std::uint32_t ones = 0x01010101u;
+  lo = mad_lo(prmt(ones, ones, w), l.d, prmt(l.t.x, l.t.y, m));
+  hi = mad_lo(prmt(ones, ones, w >> 16), l.d, prmt(l.t.x, l.t.y, m >> 16));
 }
 
 /// Four E4M3 bytes of w -> two f16x2 (exact): lo = bytes 0-1, hi = bytes 2-3 (low byte

@@ -123,7 +123,23 @@ __global__ void __launch_bounds__(128) selftest_kernel(int variant, const void* 
   store_acc(d, acc);
 }
 
+// One thread per (scale, word): word j holds code (i + j) % 16 in nibble i.
+__global__ void nvfp4_lookup_kernel(std::uint8_t* out) {
+  const int s = blockIdx.x, j = threadIdx.x;
+  std::uint32_t w = 0;
+  for (int i = 0; i < 8; ++i) w |= static_cast<std::uint32_t>((i + j) & 15) << (4 * i);
+  const g::Nvfp4Lut lut = g::nvfp4_lut(static_cast<std::uint32_t>(s));
+  uint2 e;
+  g::nvfp4x8_lookup(w, lut, e.x, e.y);
+  *reinterpret_cast<uint2*>(out + (s * 16 + j) * 8) = e;
+}
+
 }  // namespace
+
+int nvfp4_lookup_selftest(std::uint8_t* out, void* stream) {
+  nvfp4_lookup_kernel<<<256, 16, 0, static_cast<cudaStream_t>(stream)>>>(out);
+  return static_cast<int>(cudaGetLastError());
+}
 
 int gmma_selftest(GmmaSelftest variant, const void* a, const void* b, float* d, void* stream) {
   const int smem = 16384 + 32768 + 1024;

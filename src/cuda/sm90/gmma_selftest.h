@@ -20,4 +20,10 @@ enum class GmmaSelftest : int {
 /// Returns the CUDA error code as an int (0 = success).
 int gmma_selftest(GmmaSelftest variant, const void* a, const void* b, float* d, void* stream);
 
+/// The NVFP4 dequantisation every SM90 kernel uses (gmma.cuh: nvfp4_lut + nvfp4x8_lookup)
+/// over every block-scale byte and every code in every nibble position: out u8
+/// [256 scales][16 words][8], byte i of word j of scale s = E4M3_sat(e2m1(code) x s) for
+/// code = (i + j) % 16 (spec 5.2). Returns the CUDA error code as an int (0 = success).
+int nvfp4_lookup_selftest(std::uint8_t* out, void* stream);
+
 }  // namespace flashmsa::cuda

@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
                                         raw.d[1].x, raw.d[1].y, raw.d[1].z, raw.d[1].w};
 #pragma unroll
         for (int blk = 0; blk < 4; ++blk) {  // 16 codes (8 bytes) per e4m3 block scale
-          const uint2 tab = g::nvfp4_mag_table((raw.s >> (8 * blk)) & 0xffu);
+          const g::Nvfp4Lut tab = g::nvfp4_lut((raw.s >> (8 * blk)) & 0xffu);
           const std::uint32_t w0 = words[2 * blk], w1 = words[2 * blk + 1];
           uint4 e;  // 16 E4M3 values = dims 16 * (4 half + blk) ..
           g::nvfp4x8_lookup(w0, tab, e.x, e.y);
@@ -670,10 +670,10 @@ template <int NT>
 constexpr int dec_ctas_per_sm() { return NT >= 8 ? 1 : FLASHMSA_DEC_CTAS_PER_SM; }
 // Requests a decode_score_kernel launch handles (its page prefix lives in shared memory).
 constexpr int kDecMaxBatch = 4096;
-// 4096: the static shared memory (the scan's storage, NVFP4's 2 KB block-scale table; ptxas:
-// 1696 / 3744 bytes).
+// 6144: the static shared memory (the scan's storage, NVFP4's 4 KB block-scale table; ptxas:
+// 1696 / 5792 bytes).
 static_assert(FLASHMSA_DEC_WARPS * FLASHMSA_DEC_STAGES * FLASHMSA_DEC_UNIT_TOKENS * 128 + 4 * (kDecMaxBatch + 1) +
-                      4096 <= 227 * 1024,
+                      6144 <= 227 * 1024,
               "decode scoring ring + page prefix + static shared memory must fit the 227 KB per CTA");
 constexpr int kDecStages = FLASHMSA_DEC_STAGES;
 constexpr int kUnitTok = FLASHMSA_DEC_UNIT_TOKENS;  // tokens per copy unit: a page, a half or a quarter
@@ -692,10 +692,10 @@ __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
 
 // Raw words of slot token t for this thread: dims 32q..32q+31 as 8 words of 4 E4M3
 // bytes (word s = dims 32q + 4s .. + 3). NVFP4: each block scale's 8 magnitudes come from
-// nv_tab (shared memory, 256 entries of g::nvfp4_mag_table, filled once per CTA): one
+// nv_tab (shared memory, 256 entries of g::nvfp4_lut as {t.x, t.y, d, 0}, filled once per CTA): one
 // shared load per 16 dims instead of about 12 ALU instructions.
 template <bool kNv>
-__device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, int q, const uint2* nv_tab,
+__device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, int q, const uint4* nv_tab,
                                               std::uint32_t (&w)[8]) {
   if constexpr (!kNv) {
     const uint4 a = *reinterpret_cast<const uint4*>(slot + t * 128 + (((2 * q) ^ (t & 1)) << 4));
@@ -708,7 +708,8 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
     const std::uint32_t cw[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // block scale of dims 32q + 16 half ..
-      const uint2 tab = nv_tab[sc[half]];
+      const uint4 e = nv_tab[sc[half]];
+      const g::Nvfp4Lut tab{make_uint2(e.x, e.y), e.z};
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         // 8 codes = dims 32q + 16 half + 8i ..
@@ -722,7 +723,7 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
 // interleaved so that MT x NT independent accumulator chains are in flight; the tile
 // maxima are folded into mx.
 template <int MT, int NT, bool kNv>
-__device__ __forceinline__ void dec_mma_tiles(const std::uint8_t* slot, int t0, int r, int q, const uint2* nv_tab,
+__device__ __forceinline__ void dec_mma_tiles(const std::uint8_t* slot, int t0, int r, int q, const uint4* nv_tab,
                                               const std::uint32_t (&bq)[NT][8][2], float (&mx)[NT][2]) {
   std::uint32_t w[MT][2][8];
 #pragma unroll
@@ -787,10 +788,13 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   const int B = p.batch;
   const int tid = threadIdx.x;
   // NVFP4: the 8 E4M3 magnitudes of every block-scale byte (covered by the scan's barrier).
-  __shared__ uint2 nv_tab_s[kNv ? 256 : 1];
-  const uint2* nv_tab = nv_tab_s;
+  __shared__ uint4 nv_tab_s[kNv ? 256 : 1];
+  const uint4* nv_tab = nv_tab_s;
   if constexpr (kNv) {
-    for (int i = tid; i < 256; i += kThreadsD) nv_tab_s[i] = g::nvfp4_mag_table(static_cast<std::uint32_t>(i));
+    for (int i = tid; i < 256; i += kThreadsD) {
+      const g::Nvfp4Lut l = g::nvfp4_lut(static_cast<std::uint32_t>(i));
+      nv_tab_s[i] = make_uint4(l.t.x, l.t.y, l.d, 0u);
+    }
   }
 
   // 1. Page prefix over the requests: each thread counts a contiguous run of requests.
@@ -895,9 +899,10 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   // convert_request widens Q once the loads are needed.
   const int H = p.heads;
   const int hinv = (65536 + H - 1) / H;  // (sr * hinv) >> 16 == sr / H for sr < 64 and H <= 1024
-  long long rowh = 0;                    // t.row0 * H: the request's first workspace row
+  // 32-bit copies of the request's first workspace row (row0 H <= 4096 x 32 x 8) and first
+  // position (seq_len - Q): one 64-bit pair fewer to keep live across the loop.
+  int rowh = 0, fpos = 0;
   int cb = -1;
-  Tile t{};
   int srows = 0;
   std::uint32_t qw[NT][8];
   std::uint32_t bq[NT][8][2];
@@ -919,8 +924,10 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
       qw[nt][0] = a.x; qw[nt][1] = a.y; qw[nt][2] = a.z; qw[nt][3] = a.w;
       qw[nt][4] = c.x; qw[nt][5] = c.y; qw[nt][6] = c.z; qw[nt][7] = c.w;
     }
+    Tile t;
     dec_history_pages(p, b, &t);  // the tile (first_pos: used by the stores)
-    rowh = t.row0 * H;
+    rowh = static_cast<int>(t.row0) * H;
+    fpos = static_cast<int>(t.first_pos);
   };
   auto convert_request = [&]() {
 #pragma unroll
@@ -987,10 +994,10 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
       const int kk = k0 + r, sr = 8 * (kk >> 1) + 2 * q + (kk & 1);
       if (sr >= srows) continue;
       const int qr = (sr * hinv) >> 16;
-      const long long pos = t.first_pos + qr;
+      const int pos = fpos + qr;
       static_assert(kPage == 128, "pos >> 7 is pos / kPage");
       if (pos < 0 || b >= (pos >> 7)) continue;
-      ws[(rowh + sr) * ws_ld + b] = ok ? v * kscale : nan_f();
+      ws[static_cast<long long>(rowh + sr) * ws_ld + b] = ok ? v * kscale : nan_f();
     }
   }
   cp_async_wait<0>();
