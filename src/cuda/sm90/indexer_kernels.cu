@@ -1034,10 +1034,12 @@ __device__ __forceinline__ bool locate(const IndexerParams& p, long long row, in
 // Order-preserving key of a page score: larger score = larger key; NaN = 1 (below every
 // number, D2); -0 and +0 equal; 0 is reserved for padding.
 __device__ __forceinline__ std::uint32_t score_key(float f) {
-  if (isnan(f)) return 1u;
-  if (f == 0.0f) return 0x80000000u;  // -0 ties with +0
   const std::uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  // Branch-free (selects): ~u for a negative score, u | 2^31 for a positive one.
+  const std::uint32_t k = u ^ (static_cast<std::uint32_t>(static_cast<std::int32_t>(u) >> 31) | 0x80000000u);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const bool zero = (u << 1) == 0u;  // -0 ties with +0
+  return nan ? 1u : zero ? 0x80000000u : k;
 }
 
 // Top-k selection: 32 candidates per thread, 1 to 8 warps per row (rows of up to 1,024
@@ -1104,56 +1106,67 @@ __device__ __forceinline__ void regroup(const std::uint32_t (&key)[kTopkKeys], s
 }
 
 // Top-k of one row (D1, D2), run by the whole CTA (1 to 8 warps): candidates s[b * cs],
-// b < min(L, W, 32 * blockDim.x); thread t holds candidates 32t .. 32t+31. A
-// tournament: each thread keeps its largest key (the smallest id among equal keys).
-// Each of the `take` rounds takes the largest key and, among threads holding it, the
-// smallest id (two reductions per warp, then across warps through shared memory, one
-// barrier per round); the owner drops that candidate (as key 0, below every score key)
-// and recomputes its best. Exactly `take` rounds and the same instructions whatever the
-// scores: ties cost nothing extra. Winners come out in (score desc, id asc) order.
-// History pages b >= W (not scored) count as NaN, after the scored ones; the local page
-// L is last. Writes out[j * os] for j < K.
+// b < min(L, W, 32 * blockDim.x). Thread t holds candidates t + T i (T = blockDim.x,
+// i < 32: interleaved, so the loads are coalesced and equal scores, which go to the
+// smallest ids, are spread over the lanes). A tournament: each thread keeps its head
+// (its largest key, the smallest id among equal keys) and the next key after it. Each of
+// the `take` rounds takes the largest head and, among threads holding it, the smallest
+// id (two reductions per warp, then across warps through shared memory, one barrier per
+// round); the owner promotes its next key to head, and only a thread that wins a second
+// time recomputes its best (one group of eight and the four group bests). Exactly `take`
+// rounds: equal scores cost no more than spread ones. Winners come out in (score desc,
+// id asc) order. History pages b >= W (not scored) count as NaN, after the scored ones;
+// the local page L is last. Writes out[j * os] for j < K.
 __device__ __forceinline__ void select_row(const float* s, long long cs, long long W, long long L, int K,
                                            std::int32_t* out, long long os) {
   __shared__ uint2 part[2][kTopkMaxWarps];
   constexpr unsigned kFull = 0xffffffffu;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+  const int T = blockDim.x;
   if (L < 0 || L + 1 <= K) {
     for (int j = tid; j < K; j += blockDim.x) out[j * os] = (L >= 0 && j <= L) ? j : -1;
     return;
   }
   long long nl = L < W ? L : W;
-  if (nl > static_cast<long long>(blockDim.x) * kTopkKeys) nl = static_cast<long long>(blockDim.x) * kTopkKeys;
+  if (nl > static_cast<long long>(T) * kTopkKeys) nl = static_cast<long long>(T) * kTopkKeys;
   const int n = static_cast<int>(nl);
   const int need = K - 1;
   const int take = need < n ? need : n;
   std::uint32_t key[kTopkKeys];
-  const int base = tid * kTopkKeys;
-  if (cs == 1 && base + kTopkKeys <= n && (reinterpret_cast<std::uintptr_t>(s + base) & 15) == 0) {
+  {
+    // All 32 loads first (clamped in-bounds, unconditional), so they are in flight together;
+    // then the keys (0 = padding beyond n).
+    float x[kTopkKeys];
+    const int last = n - 1;
+    if (n > 0) {  // n = 0 (no scored column): nothing to read, take = 0
 #pragma unroll
-    for (int v = 0; v < kTopkKeys / 4; ++v) {
-      const float4 x = *reinterpret_cast<const float4*>(s + base + 4 * v);
-      key[4 * v] = score_key(x.x);
-      key[4 * v + 1] = score_key(x.y);
-      key[4 * v + 2] = score_key(x.z);
-      key[4 * v + 3] = score_key(x.w);
+      for (int i = 0; i < kTopkKeys; ++i) x[i] = s[static_cast<long long>(min(tid + T * i, last)) * cs];
+    } else {
+#pragma unroll
+      for (int i = 0; i < kTopkKeys; ++i) x[i] = 0.0f;
     }
-  } else {
 #pragma unroll
-    for (int i = 0; i < kTopkKeys; ++i) key[i] = base + i < n ? score_key(s[(base + i) * cs]) : 0u;
+    for (int i = 0; i < kTopkKeys; ++i) key[i] = tid + T * i < n ? score_key(x[i]) : 0u;
   }
-  std::uint32_t bk, dropped = 0u;
-  int bi;
+  // Head (hk, hi) and next (nk, ni); `dropped` holds both, the groups are current for the
+  // next key's removal only while !stale.
   LaneGroups grp;
-  group_best<0>(key, dropped, grp);
-  group_best<1>(key, dropped, grp);
-  group_best<2>(key, dropped, grp);
-  group_best<3>(key, dropped, grp);
-  groups_best(grp, &bk, &bi);
-  int mine = -1;  // thread r of warp 0 keeps the id chosen in round r
+  group_best<0>(key, 0u, grp);
+  group_best<1>(key, 0u, grp);
+  group_best<2>(key, 0u, grp);
+  group_best<3>(key, 0u, grp);
+  std::uint32_t hk, nk;
+  int hi, ni;
+  groups_best(grp, &hk, &hi);
+  std::uint32_t dropped = 1u << hi;
+  regroup(key, dropped, hi, grp);
+  groups_best(grp, &nk, &ni);
+  bool stale = false;
+  int mine = -1;  // thread r keeps the id chosen in round r
   for (int r = 0; r < take; ++r) {
-    std::uint32_t m = __reduce_max_sync(kFull, bk);
-    std::uint32_t id = __reduce_min_sync(kFull, bk == m ? static_cast<std::uint32_t>(base + bi) : kFull);
+    const std::uint32_t hid = static_cast<std::uint32_t>(tid + T * hi);
+    std::uint32_t m = __reduce_max_sync(kFull, hk);
+    std::uint32_t id = __reduce_min_sync(kFull, hk == m ? hid : kFull);
     if (nwarps > 1) {  // block-uniform
       if (lane == 0) part[r & 1][warp] = make_uint2(m, id);
       __syncthreads();  // double-buffered by round parity: one barrier per round
@@ -1162,10 +1175,16 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
       id = __reduce_min_sync(kFull, e.x == m ? e.y : kFull);
     }
     if (tid == r) mine = static_cast<int>(id);
-    if (static_cast<std::uint32_t>(base + bi) == id) {  // the owner drops it
-      dropped |= 1u << bi;
-      regroup(key, dropped, bi, grp);
-      groups_best(grp, &bk, &bi);
+    if (hid == id) {  // the owner: its next key becomes its head
+      if (!stale) {
+        hk = nk;
+        hi = ni;
+        stale = true;
+      } else {  // second win: the best after the current head, from the groups
+        regroup(key, dropped, hi, grp);
+        groups_best(grp, &hk, &hi);
+      }
+      dropped |= 1u << hi;
     }
   }
   if (tid < take) out[tid * os] = mine;
