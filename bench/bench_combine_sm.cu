@@ -10,11 +10,13 @@
 //   regs: each thread keeps 16 x 16-byte loads in flight (prefill_combine's pattern),
 //         16 threads per row, 16 rows per CTA step (64 KB in flight per CTA);
 //   bulk: a 3-stage shared-memory ring filled by 1D bulk copies (TMA, mbarrier
-//         completion): per stage 16 rows x 16 slots (64 KB + 2 KB), 192 KB in flight.
+//         completion): per stage 16 rows x 16 slots (64 KB + 2 KB), 198 KB in flight.
 // Each CTA owns a grid-stride share of 16-row blocks. The launch pins one CTA per SM
 // (dynamic shared memory over half the SM) and is timed with CUDA events (median of 7
 // after 2 warm-ups; the 537 MB of partials at 131,072 rows are 10x the L2, so every read
-// comes from HBM). Output: CSV "mode,ctas,rows,us,total_gb_s,per_sm_gb_s".
+// comes from HBM). Output: CSV "mode,ctas,rows,us,total_gb_s,per_sm_gb_s" (per_sm_gb_s =
+// total / ctas: per SM while ctas <= the SM count). Both modes' outputs are compared
+// byte for byte once (a mismatch is an error, exit 1).
 //
 //   build/bench_combine_sm [--rows 131072] [--ctas 132,66,33,16,8] [--csv out.csv]
 #include <cuda_bf16.h>
@@ -194,7 +196,9 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaMalloc(&o, o_bytes));
   CUDA_OK(cudaMalloc(&ml, ml_bytes));
   CUDA_OK(cudaMalloc(&out, static_cast<size_t>(rows) * 256));
-  CUDA_OK(cudaMemset(o, 0x3c, o_bytes));  // BF16 1.17-ish everywhere
+  std::vector<std::uint16_t> oh(static_cast<size_t>(kSlots) * rows * 128);
+  for (size_t i = 0; i < oh.size(); ++i) oh[i] = static_cast<std::uint16_t>(0x3f80u + (i * 2654435761u >> 25));  // BF16 1..2
+  CUDA_OK(cudaMemcpy(o, oh.data(), o_bytes, cudaMemcpyHostToDevice));
   std::vector<float2> mlh(static_cast<size_t>(kSlots) * rows);
   for (size_t i = 0; i < mlh.size(); ++i) mlh[i] = make_float2(static_cast<float>(i % 7), 1.0f + (i % 3));
   CUDA_OK(cudaMemcpy(ml, mlh.data(), ml_bytes, cudaMemcpyHostToDevice));
@@ -210,6 +214,21 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
+  {  // the two modes compute the same bytes
+    std::vector<std::uint8_t> a(static_cast<size_t>(rows) * 256), b(a.size());
+    const int n = std::max(1, std::min(132, static_cast<int>(rows / kRowsPerStep)));
+    CUDA_OK(cudaMemset(out, 0xff, a.size()));
+    combine_regs<<<n, kThreads, pin>>>(o, ml, out, rows);
+    CUDA_OK(cudaMemcpy(a.data(), out, a.size(), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemset(out, 0xff, b.size()));
+    combine_bulk<<<n, kThreads, bulk_smem>>>(o, ml, out, rows);
+    CUDA_OK(cudaMemcpy(b.data(), out, b.size(), cudaMemcpyDeviceToHost));
+    if (a != b) {
+      std::fprintf(stderr, "regs and bulk outputs differ\n");
+      return 1;
+    }
+    std::fprintf(stderr, "regs and bulk outputs match (%zu bytes)\n", a.size());
+  }
   for (int mode = 0; mode < 2; ++mode)
     for (int n : parse_list(ctas)) {
       std::vector<float> ms;

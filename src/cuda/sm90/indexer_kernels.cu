@@ -899,8 +899,9 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   // convert_request widens Q once the loads are needed.
   const int H = p.heads;
   const int hinv = (65536 + H - 1) / H;  // (sr * hinv) >> 16 == sr / H for sr < 64 and H <= 1024
-  // 32-bit copies of the request's first workspace row (row0 H <= 4096 x 32 x 8) and first
-  // position (seq_len - Q): one 64-bit pair fewer to keep live across the loop.
+  // 32-bit copies of the request's first workspace row (row0 H + sr < 4096 x 64: the
+  // launcher's batch <= 4096 and Q H <= 64) and first position (seq_len - Q): one 64-bit
+  // pair fewer to keep live across the loop.
   int rowh = 0, fpos = 0;
   int cb = -1;
   int srows = 0;
@@ -1148,8 +1149,8 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
 #pragma unroll
     for (int i = 0; i < kTopkKeys; ++i) key[i] = tid + T * i < n ? score_key(x[i]) : 0u;
   }
-  // Head (hk, hi) and next (nk, ni); `dropped` holds both, the groups are current for the
-  // next key's removal only while !stale.
+  // Head (hk, hi) and next (nk, ni). `dropped` holds the head (and the next once it is
+  // promoted); the groups are current for the next key's removal only while !stale.
   LaneGroups grp;
   group_best<0>(key, 0u, grp);
   group_best<1>(key, 0u, grp);
