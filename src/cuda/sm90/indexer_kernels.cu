@@ -1137,14 +1137,10 @@ __device__ __forceinline__ void select_row(const float* s, long long cs, long lo
   {
     // All 32 loads first (clamped in-bounds, unconditional), so they are in flight together;
     // then the keys (0 = padding beyond n).
-    float x[kTopkKeys];
-    const int last = n - 1;
+    float x[kTopkKeys];  // read only where tid + T i < n
     if (n > 0) {  // n = 0 (no scored column): nothing to read, take = 0
 #pragma unroll
-      for (int i = 0; i < kTopkKeys; ++i) x[i] = s[static_cast<long long>(min(tid + T * i, last)) * cs];
-    } else {
-#pragma unroll
-      for (int i = 0; i < kTopkKeys; ++i) x[i] = 0.0f;
+      for (int i = 0; i < kTopkKeys; ++i) x[i] = s[static_cast<long long>(min(tid + T * i, n - 1)) * cs];
     }
 #pragma unroll
     for (int i = 0; i < kTopkKeys; ++i) key[i] = tid + T * i < n ? score_key(x[i]) : 0u;
