@@ -105,7 +105,40 @@ __device__ __forceinline__ void rs(const std::uint32_t (&a)[4], std::uint64_t b,
                                    G::ScaleOut s, std::index_sequence<I...>) {
   Atom::fma(a[0], a[1], a[2], a[3], b, d[I]..., s);
 }
+template <class Atom, int ND, std::size_t... I>
+__device__ __forceinline__ void rs_any(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[ND],
+                                       G::ScaleOut s, std::index_sequence<I...>) {
+  Atom::fma(a[0], a[1], a[2], a[3], b, d[I]..., s);
+}
+template <int N>
+struct F16RsKK;  // m64 N k16, F16 in, FP32 out, A in registers, B K-major
+template <>
+struct F16RsKK<8> {
+  using type = cute::SM90::GMMA::MMA_64x8x16_F32F16F16_RS<G::Major::K, G::Major::K>;
+};
+template <>
+struct F16RsKK<16> {
+  using type = cute::SM90::GMMA::MMA_64x16x16_F32F16F16_RS<G::Major::K, G::Major::K>;
+};
+template <>
+struct F16RsKK<32> {
+  using type = cute::SM90::GMMA::MMA_64x32x16_F32F16F16_RS<G::Major::K, G::Major::K>;
+};
+template <>
+struct F16RsKK<64> {
+  using type = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_RS<G::Major::K, G::Major::K>;
+};
 }  // namespace detail
+
+/// D(64xN) (+)= A(64x16, registers) * B(16xN, smem K-major SW128), F16 in, FP32 out, for
+/// N = 8, 16, 32, 64. d holds N/2 floats per thread: d[4j + e] as in the 64 x 128 layout
+/// above with j < N/8. Used by the decode scoring kernel (index-K in A, index q in B).
+template <int N>
+__device__ __forceinline__ void f16_rs_bk(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[N / 2],
+                                          bool accumulate) {
+  detail::rs_any<typename detail::F16RsKK<N>::type, N / 2>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<N / 2>{});
+}
 
 /// D(64x128) (+)= A(64x16, smem K-major) * B(16x128, smem K-major), BF16 in, FP32 out.
 __device__ __forceinline__ void bf16_ss(std::uint64_t a, std::uint64_t b, float (&d)[64], bool accumulate) {

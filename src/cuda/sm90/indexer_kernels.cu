@@ -1004,6 +1004,351 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   cp_async_wait<0>();
 }
 
+// ---------------------------------------------------------------------------------------
+// Warpgroup decode scoring (session 20; the E4M3 index-K path): the same work split and
+// page stream as decode_score_kernel, but a warpgroup (4 warps) owns a page range and
+// scores each page as two m64 tiles with wgmma: A = 64 tokens of index K (each warp
+// converts its 16 tokens straight into the A registers, exactly as above), B = the
+// request's index q (F16 images, the same dim permutation) in a K-major SW128 tile in
+// shared memory, N = 8 NT score rows. The Q fragments leave the registers (64 of 168 for
+// 32 rows) and the HMMAs leave the issue slots (2 per token): one wgmma per k-step covers
+// 64 tokens. The page maximum: a reduce-scatter over each warp's 8 row lanes, then the 4
+// warps' column maxima through shared memory (one warpgroup barrier per page).
+// Per warp and page the ring holds the warp's 32 tokens: stripe 0 = page tokens 16 w ..
+// 16 w + 15 (tile 0), stripe 1 = 64 + 16 w .. (tile 1), w = the warp's index in its group.
+// The kernel is written for both formats; NVFP4 stays on decode_score_kernel, which
+// measured faster (see launch_decode_scores_nt).
+// ---------------------------------------------------------------------------------------
+#ifndef FLASHMSA_DECWG_STAGES
+#define FLASHMSA_DECWG_STAGES 3
+#endif
+#ifndef FLASHMSA_DECWG_E4M3_GROUPS
+#define FLASHMSA_DECWG_E4M3_GROUPS 4
+#endif
+// Warpgroups per CTA (one CTA per SM): 4 (128 registers) up to 32 score rows, else 3 (168
+// registers). E4M3 with 4 groups keeps 2 ring stages per warp (3 x 4 KB per warp would not
+// fit): 3-14 % faster than 3 groups x 3 stages on the H200 (session 20 run D).
+template <int NT, bool kNv>
+constexpr int decwg_groups() { return NT > 4 ? 3 : kNv ? 4 : FLASHMSA_DECWG_E4M3_GROUPS; }
+// Ring stages per warp (pages in flight + 1): 2 where 4 E4M3 groups leave no room for 3.
+template <int NT, bool kNv>
+constexpr int decwg_stages() { return !kNv && decwg_groups<NT, kNv>() == 4 ? 2 : FLASHMSA_DECWG_STAGES; }
+template <bool kNv>
+constexpr int decwg_slot_bytes() { return kNv ? 32 * 72 : 32 * 128; }
+template <int NT, bool kNv>
+constexpr int decwg_smem_bytes() {
+  // 1024 (SW128 alignment) + Q tiles + rings + page-max exchange (2 pages x 4 warps x N).
+  return 1024 + decwg_groups<NT, kNv>() *
+                    (8 * NT * 256 + 4 * decwg_stages<NT, kNv>() * decwg_slot_bytes<kNv>() + 2 * 4 * 8 * NT * 4);
+}
+static_assert(decwg_smem_bytes<8, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
+                  decwg_smem_bytes<4, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
+              "warpgroup decode scoring (NVFP4): smem must fit the 227 KB per CTA");
+static_assert(decwg_smem_bytes<8, false>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
+                  decwg_smem_bytes<4, false>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
+              "warpgroup decode scoring (E4M3): smem must fit the 227 KB per CTA");
+static_assert(FLASHMSA_DECWG_STAGES >= 2, "the ring keeps one page in flight at least");
+
+__device__ __forceinline__ void st_shared_u32(std::uint32_t addr, std::uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <int NT, bool kNv>
+__global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
+    decode_score_wg_kernel(IndexerParams p, float* ws, long long ws_ld) {
+  constexpr int kGroups = decwg_groups<NT, kNv>();
+  constexpr int kThreadsD = 128 * kGroups;
+  constexpr int N = 8 * NT;
+  constexpr int kSlot = decwg_slot_bytes<kNv>();
+  constexpr int S = decwg_stages<NT, kNv>();
+  static_assert(kUnitTok == 32, "dec_row_words reads 32-token slots");
+  extern __shared__ __align__(16) std::uint8_t dsmem[];
+  // Pointer arithmetic on dsmem itself, so the compiler keeps the shared address space (LDS).
+  std::uint8_t* base = dsmem + ((1024u - (g::smem_addr(dsmem) & 1023u)) & 1023u);
+  std::uint8_t* qtiles = base;                                        // [groups][2 panels][N][128]
+  std::uint8_t* rings = qtiles + kGroups * N * 256;                   // [warps][S][kSlot]
+  float* red_all = reinterpret_cast<float*>(rings + 4 * kGroups * S * kSlot);  // [groups][2][4][N]
+  int* pre = reinterpret_cast<int*>(red_all + kGroups * 2 * 4 * N);   // [batch + 1]
+  const int B = p.batch;
+  const int tid = threadIdx.x;
+  __shared__ uint4 nv_tab_s[kNv ? 256 : 1];
+  const uint4* nv_tab = nv_tab_s;
+  if constexpr (kNv) {
+    for (int i = tid; i < 256; i += kThreadsD) {
+      const g::Nvfp4Lut l = g::nvfp4_lut(static_cast<std::uint32_t>(i));
+      nv_tab_s[i] = make_uint4(l.t.x, l.t.y, l.d, 0u);
+    }
+  }
+  {  // page prefix over the requests (as decode_score_kernel)
+    using Scan = cub::BlockScan<int, kThreadsD>;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    const int per = (B + kThreadsD - 1) / kThreadsD;
+    const int b0 = tid * per, b1 = min(B, b0 + per);
+    int sum = 0;
+    for (int b = b0; b < b1; ++b) {
+      Tile t;
+      const int n = dec_history_pages(p, b, &t);
+      pre[b] = n;
+      sum += n;
+    }
+    int before = 0, total = 0;
+    Scan(scan_tmp).ExclusiveSum(sum, before, total);
+    for (int b = b0; b < b1; ++b) {
+      const int n = pre[b];
+      pre[b] = before;
+      before += n;
+    }
+    if (tid == 0) pre[B] = total;
+    __syncthreads();
+  }
+  const long long P = pre[B];
+  const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
+  // The warpgroup index broadcast from lane 0, so the compiler knows it is warp-uniform and
+  // keeps the Q tile's descriptors in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, warp / 4, 0), wq = warp % 4, wt = tid % 128;
+  const long long nwg = static_cast<long long>(gridDim.x) * kGroups;
+  const long long gwg = static_cast<long long>(blockIdx.x) * kGroups + wg;
+  const int f0 = static_cast<int>(gwg * P / nwg), f1 = static_cast<int>((gwg + 1) * P / nwg);
+  if (f0 >= f1) return;  // uniform per warpgroup: only warpgroup barriers below
+  const int pages = f1 - f0;
+  std::uint8_t* ring = rings + warp * S * kSlot;
+  std::uint8_t* qtile = qtiles + wg * N * 256;
+  float* red = red_all + wg * 2 * 4 * N;
+  const std::uint32_t qtile_addr = g::smem_addr(qtile);
+  auto advance = [&](int b, int f) {
+    while (pre[b + 1] <= f) ++b;
+    return b;
+  };
+  int b_start = 0;
+  {
+    int lo = 0, hi = B - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (pre[mid] <= f0) lo = mid;
+      else hi = mid - 1;
+    }
+    b_start = advance(lo, f0);
+  }
+
+  // Issue side (per warp): page u of the range -> its 32 tokens. A lane copies the same
+  // chunks of every page: E4M3 slot token l/8 + 4i, chunk l%8; NVFP4 codes slot token
+  // l/4 + 8i, chunk l%4, and the block scales of slot token l. Slot token st is page token
+  // st + 16 w (st < 16) or st + 48 + 16 w.
+  int ib = b_start, wb = -1, wbase = 0, wphys = -1;
+  unsigned vmask = 0u;
+  constexpr int kTokStep = kNv ? 8 : 4;
+  constexpr int kRowBytes = kNv ? 64 : 128;
+  constexpr int kHalfI = 16 / kTokStep;  // chunks i < kHalfI are stripe 0
+  const int ltok = kNv ? (l >> 2) : (l >> 3), lch = kNv ? (l & 3) : (l & 7);
+  const long long ks1 = p.k_stride[1];
+  const long long lane_src = (ltok + 16 * wq) * ks1 + lch * 16;
+  const int lane_dst = ltok * kRowBytes + ((kNv ? lch : (lch ^ (ltok & 1))) << 4);
+  const long long lane_sc = static_cast<long long>(l + (l < 16 ? 16 * wq : 48 + 16 * wq)) * p.ks_stride[1];
+  const int tok_step = static_cast<int>(kTokStep * ks1), tok_jump = static_cast<int>((kTokStep + 48) * ks1);
+  auto issue = [&](int u) {
+    const int f = f0 + u;
+    ib = advance(ib, f);
+    const int page = f - pre[ib];
+    if (ib != wb || page >= wbase + 32) {
+      wb = ib;
+      wbase = page;
+      const int j = page + l;
+      wphys = j < pre[ib + 1] - pre[ib]
+                  ? p.block_table[static_cast<long long>(ib) * p.bt_stride[0] + j * p.bt_stride[1]]
+                  : -1;
+    }
+    const long long phys = __shfl_sync(0xffffffffu, wphys, page - wbase);
+    const bool iok = phys >= 0 && phys < p.num_pages;
+    const unsigned bit = 1u << (u % S);
+    vmask = iok ? (vmask | bit) : (vmask & ~bit);
+    if (!iok) return;
+    const long long pp = phys;
+    std::uint8_t* dst = ring + (u % S) * kSlot;
+    const std::uint8_t* src = p.k_data + pp * p.k_stride[0] + lane_src;
+#pragma unroll
+    for (int i = 0; i < 32 / kTokStep; ++i) {  // 32-bit steps (decode_mma_applies bounds ks1)
+      cp_async16(dst + lane_dst + i * kTokStep * kRowBytes, src);
+      src += i == kHalfI - 1 ? tok_jump : tok_step;
+    }
+    if constexpr (kNv) cp_async8(dst + 32 * 64 + l * 8, p.k_scale + pp * p.ks_stride[0] + lane_sc);
+  };
+
+  // Request side (per warpgroup): the Q tile and the store geometry of request cb.
+  const int H = p.heads;
+  const int hinv = (65536 + H - 1) / H;  // (sr * hinv) >> 16 == sr / H for sr < 64
+  int rowh = 0, fpos = 0, srows = 0, cb = -1;
+  // fetch_request issues the request's Q loads (and sets its store geometry); store_request
+  // writes the F16 images into the tile. The first request's loads go out before the ring's
+  // first copies, so their round trip overlaps them.
+  constexpr int kQTasks = (N * 4 + 127) / 128;  // (score row, 32-dim quarter) per thread
+  uint4 qa[kQTasks], qc[kQTasks];
+  auto fetch_request = [&](int b) {
+    cb = b;
+    const long long row0 = static_cast<long long>(b) * p.queries_per_request;
+    const long long nrows = min(static_cast<long long>(p.queries_per_request), p.num_rows - row0);
+    srows = static_cast<int>(nrows) * H;
+    Tile t;
+    dec_history_pages(p, b, &t);
+    rowh = static_cast<int>(t.row0) * H;
+    fpos = static_cast<int>(t.first_pos);
+#pragma unroll
+    for (int i = 0; i < kQTasks; ++i) {
+      const int task = wt + 128 * i, n = task >> 2, qq = task & 3;
+      qa[i] = qc[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (task < N * 4 && n < srows) {
+        const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q) + (row0 + n / H) * p.q_stride[0] +
+                                  (n % H) * p.q_stride[1] + 32 * qq;
+        qa[i] = *reinterpret_cast<const uint4*>(src);
+        qc[i] = *reinterpret_cast<const uint4*>(src + 16);
+      }
+    }
+  };
+  // Every wgmma reading the previous tile has retired: each warp waited for its last page's
+  // wgmmas before that page's barrier.
+  auto store_request = [&]() {
+#pragma unroll
+    for (int i = 0; i < kQTasks; ++i) {
+      const int task = wt + 128 * i, n = task >> 2, qq = task & 3;
+      if (task >= N * 4) continue;
+      const std::uint32_t w[8] = {qa[i].x, qa[i].y, qa[i].z, qa[i].w, qc[i].x, qc[i].y, qc[i].z, qc[i].w};
+      // The row's address is made opaque so that ptxas recomputes the 16 swizzled
+      // offsets here instead of keeping them live across the page loop (registers).
+      std::uint32_t row_addr;
+      asm volatile("mov.b32 %0, %1;" : "=r"(row_addr) : "r"(qtile_addr + n * 128 + 4 * qq));
+      const int n7 = n & 7;
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {  // k-step s: K 16 s + 2 qq + {0,1} <- dims 32 qq + 4 s + {0,1}, +8 <- +2
+        std::uint32_t lo, hi;
+        g::f16x2_pair(w[s], lo, hi);
+        const std::uint32_t at = row_addr + (s >> 2) * (N * 128);
+        st_shared_u32(at + ((((2 * s) & 7) ^ n7) << 4), lo);
+        st_shared_u32(at + ((((2 * s + 1) & 7) ^ n7) << 4), hi);
+      }
+    }
+    fence_proxy_async();
+    named_barrier(1 + wg, 128);
+  };
+
+
+  fetch_request(b_start);
+#pragma unroll
+  for (int u = 0; u < S - 1; ++u) {
+    if (u < pages) issue(u);
+    cp_async_commit();
+  }
+  store_request();
+  const float kscale = kNv ? p.k_global : 1.0f;
+  const std::uint64_t qdesc = g::desc_k_sw128(qtile_addr);
+  for (int u = 0; u < pages; ++u) {
+    cp_async_wait<S - 2>();
+    __syncwarp();
+    if (u + S - 1 < pages) issue(u + S - 1);
+    cp_async_commit();
+    const int f = f0 + u;
+    {
+      const int b = advance(cb, f);
+      if (b != cb) {
+        fetch_request(b);
+        store_request();
+      }
+    }
+    float mx[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx[nt][0] = mx[nt][1] = nan_f();
+    const bool ok = (vmask >> (u % S)) & 1u;  // uniform per warpgroup (same page)
+    const std::uint8_t* slot = ring + (u % S) * kSlot;
+    // A registers of tile h (slot tokens 16 h + r, + 8), D += A . Q^T over the 8 k-steps.
+    auto convert_tile = [&](int h, std::uint32_t (&a)[8][4]) {
+      std::uint32_t wa[8], wb2[8];
+      dec_row_words<kNv>(slot, 16 * h + r, q, nv_tab, wa);
+      dec_row_words<kNv>(slot, 16 * h + r + 8, q, nv_tab, wb2);
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        g::f16x2_pair(wa[s], a[s][0], a[s][2]);
+        g::f16x2_pair(wb2[s], a[s][1], a[s][3]);
+      }
+    };
+    auto mma_tile = [&](const std::uint32_t (&a)[8][4], float (&d)[4 * NT]) {
+      g::fence();
+#pragma unroll
+      for (int s = 0; s < 8; ++s)
+        g::f16_rs_bk<N>(a[s], g::desc_add(qdesc, (s >> 2) * (N * 128) + (s & 3) * 32), d, s > 0);
+      g::commit();
+    };
+    auto fold = [&](float (&d)[4 * NT]) {
+      g::fence_operands(d);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        mx[nt][0] = fmaxf(mx[nt][0], fmaxf(d[4 * nt + 0], d[4 * nt + 2]));
+        mx[nt][1] = fmaxf(mx[nt][1], fmaxf(d[4 * nt + 1], d[4 * nt + 3]));
+      }
+    };
+    if (ok) {
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {
+        std::uint32_t a[8][4];
+        float d[4 * NT];
+        convert_tile(h, a);
+        mma_tile(a, d);
+        g::wait<0>();
+        fold(d);
+      }
+    }
+    // Max over the 8 lanes of a column (lane bits 2-4 = r) as a reduce-scatter: each xor
+    // step halves the values a lane keeps (the lane with the bit set keeps the upper half).
+    // Lane (r, q) ends with values j = off + k of mx (j = 2 nt + e: column 8 nt + 2 q + e).
+    constexpr int V = 2 * NT;
+    float v[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = mx[j / 2][j % 2];
+    int off = 0, cnt = V;
+#pragma unroll
+    for (int o = 16; o >= 4; o /= 2) {
+      const bool upper = (l & o) != 0;
+      if (cnt > 1) {
+        const int half = cnt / 2;
+#pragma unroll
+        for (int j = 0; j < half; ++j) {
+          const float send = upper ? v[j] : v[j + half];
+          const float keep = upper ? v[j + half] : v[j];
+          v[j] = fmaxf(keep, __shfl_xor_sync(0xffffffffu, send, o));
+        }
+        off += upper ? half : 0;
+        cnt = half;
+      } else {
+        v[0] = fmaxf(v[0], __shfl_xor_sync(0xffffffffu, v[0], o));
+      }
+    }
+    // This warp's column maxima -> red, then thread wt < N of the group stores score row
+    // wt's page maximum over the 4 warps.
+    float* rp = red + (u & 1) * 4 * N;
+    {
+      constexpr int kKeep = V >= 8 ? V / 8 : 1;  // values per lane after the scatter
+      constexpr int kDupBits = V >= 8 ? 0 : (V == 4 ? 4 : 12);  // lane bits holding duplicates
+      if ((l & kDupBits) == 0) {
+#pragma unroll
+        for (int k = 0; k < kKeep; ++k) {
+          const int j = off + k;
+          rp[wq * N + 8 * (j >> 1) + 2 * q + (j & 1)] = v[k];
+        }
+      }
+    }
+    named_barrier(1 + wg, 128);
+    if (wt < srows) {
+      const int sr = wt;
+      const float v = fmaxf(fmaxf(rp[sr], rp[N + sr]), fmaxf(rp[2 * N + sr], rp[3 * N + sr]));
+      const long long b = f - pre[cb];  // logical page
+      const int pos = fpos + ((sr * hinv) >> 16);
+      static_assert(kPage == 128, "pos >> 7 is pos / kPage");
+      if (pos >= 0 && b < (pos >> 7)) ws[static_cast<long long>(rowh + sr) * ws_ld + b] = ok ? v * kscale : nan_f();
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // Request and position of query row `row` (D4); false for rows outside every request.
 __device__ __forceinline__ bool locate(const IndexerParams& p, long long row, int* req, long long* pos) {
   if (p.batch <= 0) return false;
@@ -1345,6 +1690,7 @@ bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
   if (!decode || !p.q_e4m3 || p.k_format == 0 || mode != Fp8Qk::kExact) return false;
   if (static_cast<long long>(p.queries_per_request) * p.heads > 64 || p.batch > kDecMaxBatch) return false;
   if (static_cast<long long>(p.batch) * p.bt_width >= (1LL << 31)) return false;  // int page prefix
+  if (p.k_stride[1] > (1 << 20) || p.ks_stride[1] > (1 << 20)) return false;  // 32-bit token steps
   auto al = [](std::uintptr_t v, unsigned a) { return v % a == 0; };
   bool ok = al(reinterpret_cast<std::uintptr_t>(p.q), 16) && al(static_cast<std::uintptr_t>(p.q_stride[0]), 16) &&
             al(static_cast<std::uintptr_t>(p.q_stride[1]), 16) && al(reinterpret_cast<std::uintptr_t>(p.k_data), 16) &&
@@ -1355,13 +1701,45 @@ bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
   return ok;
 }
 
+template <int NT, bool kNv>
+cudaError_t launch_decode_scores_wg(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
+  const int smem = decwg_smem_bytes<NT, kNv>() + 4 * (p.batch + 1);
+  static bool configured[64] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= 64 || !configured[dev]) {
+    err = set_smem(decode_score_wg_kernel<NT, kNv>, decwg_smem_bytes<NT, kNv>() + 4 * (kDecMaxBatch + 1));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(decode_score_wg_kernel<NT, kNv>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (err != cudaSuccess) return err;
+    if (dev >= 0 && dev < 64) configured[dev] = true;
+  }
+  decode_score_wg_kernel<NT, kNv><<<sms, 128 * decwg_groups<NT, kNv>(), smem, stream>>>(p, ws, ws_ld);
+  return cudaGetLastError();
+}
+
+// Decode scoring kernel per index-K format (H200, session 20 runs C and D, score kernel
+// alone at batch >= 32 and contexts >= 50K):
+//   - E4M3: the warpgroup (wgmma) kernel, memory bound at 3.8-4.1 TB/s (the per-warp
+//     mma.sync kernel: 3.5-3.6);
+//   - NVFP4: the per-warp mma.sync kernel, bound by the dequantisation's ALU work at
+//     2.1-2.35 TB/s (the warpgroup form: 1.9-2.26, its warps wait for each other at every
+//     wgmma).
 template <bool kNv>
 cudaError_t launch_decode_scores_nt(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
   const int rows = p.queries_per_request * p.heads;  // N side of the MMA: 8 NT >= rows
-  if (rows <= 8) return launch_decode_scores<1, kNv>(p, ws, ws_ld, sms, stream);
-  if (rows <= 16) return launch_decode_scores<2, kNv>(p, ws, ws_ld, sms, stream);
-  if (rows <= 32) return launch_decode_scores<4, kNv>(p, ws, ws_ld, sms, stream);
-  return launch_decode_scores<8, kNv>(p, ws, ws_ld, sms, stream);
+  if constexpr (!kNv) {
+    if (rows <= 8) return launch_decode_scores_wg<1, kNv>(p, ws, ws_ld, sms, stream);
+    if (rows <= 16) return launch_decode_scores_wg<2, kNv>(p, ws, ws_ld, sms, stream);
+    if (rows <= 32) return launch_decode_scores_wg<4, kNv>(p, ws, ws_ld, sms, stream);
+    return launch_decode_scores_wg<8, kNv>(p, ws, ws_ld, sms, stream);
+  } else {
+    if (rows <= 8) return launch_decode_scores<1, kNv>(p, ws, ws_ld, sms, stream);
+    if (rows <= 16) return launch_decode_scores<2, kNv>(p, ws, ws_ld, sms, stream);
+    if (rows <= 32) return launch_decode_scores<4, kNv>(p, ws, ws_ld, sms, stream);
+    return launch_decode_scores<8, kNv>(p, ws, ws_ld, sms, stream);
+  }
 }
 
 }  // namespace
