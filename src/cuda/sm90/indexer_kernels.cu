@@ -768,6 +768,81 @@ __device__ __forceinline__ int dec_history_pages(const IndexerParams& p, int b, 
   return static_cast<int>(n < p.bt_width ? n : p.bt_width);
 }
 
+// Shared pieces of the two decode scoring kernels (decode_score_kernel,
+// decode_score_wg_kernel).
+
+// NVFP4: the 8 E4M3 magnitudes of every block-scale byte as {t.x, t.y, d, 0}
+// (g::nvfp4_lut), filled by the CTA's threads; covered by dec_page_prefix's barrier.
+template <int kThreads>
+__device__ __forceinline__ void dec_fill_nv_table(uint4* tab, int tid) {
+  for (int i = tid; i < 256; i += kThreads) {
+    const g::Nvfp4Lut l = g::nvfp4_lut(static_cast<std::uint32_t>(i));
+    tab[i] = make_uint4(l.t.x, l.t.y, l.d, 0u);
+  }
+}
+
+// pre[b] = history pages of requests before b (exclusive prefix), pre[B] = all of them.
+// Each thread counts a contiguous run of requests; ends with a CTA barrier.
+template <int kThreads>
+__device__ __forceinline__ void dec_page_prefix(const IndexerParams& p, int* pre, int tid) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const int B = p.batch;
+  const int per = (B + kThreads - 1) / kThreads;
+  const int b0 = tid * per, b1 = min(B, b0 + per);
+  int sum = 0;
+  for (int b = b0; b < b1; ++b) {
+    Tile t;
+    const int n = dec_history_pages(p, b, &t);
+    pre[b] = n;
+    sum += n;
+  }
+  int before = 0, total = 0;
+  Scan(scan_tmp).ExclusiveSum(sum, before, total);
+  for (int b = b0; b < b1; ++b) {
+    const int n = pre[b];
+    pre[b] = before;
+    before += n;
+  }
+  if (tid == 0) pre[B] = total;
+  __syncthreads();
+}
+
+// Request of flat page f, moving forward from request b (pre is non-decreasing).
+__device__ __forceinline__ int dec_advance(const int* pre, int b, int f) {
+  while (pre[b + 1] <= f) ++b;
+  return b;
+}
+
+// The request holding flat page f0 (< pre[B]): a binary search, then past empty requests.
+__device__ __forceinline__ int dec_first_request(const int* pre, int B, int f0) {
+  int lo = 0, hi = B - 1;
+  while (lo < hi) {  // last b with pre[b] <= f0
+    const int mid = (lo + hi + 1) / 2;
+    if (pre[mid] <= f0) lo = mid;
+    else hi = mid - 1;
+  }
+  return dec_advance(pre, lo, f0);
+}
+
+// A warp's window of 32 block-table entries (lane i: page wbase + i of request wb), read
+// 32 pages at a time so the copies never wait on a dependent block-table load per page.
+struct DecBtWindow {
+  int wb = -1, wbase = 0, wphys = -1;
+  // Physical page of logical history page `page` of request ib (-1 past the request's
+  // pages); every lane of the warp calls it with the same arguments.
+  __device__ __forceinline__ long long phys(const IndexerParams& p, const int* pre, int ib, int page, int lane) {
+    if (ib != wb || page >= wbase + 32) {
+      wb = ib;
+      wbase = page;
+      const int j = page + lane;
+      wphys = j < pre[ib + 1] - pre[ib] ? p.block_table[static_cast<long long>(ib) * p.bt_stride[0] + j * p.bt_stride[1]]
+                                        : -1;
+    }
+    return __shfl_sync(0xffffffffu, wphys, page - wbase);
+  }
+};
+
 // The decode scoring grid is one wave of CTAs, and the work is balanced by pages: the
 // history pages of all requests, laid end to end (request-major, `pre` = exclusive
 // prefix per request in shared memory), are cut into one contiguous range per warp of
@@ -790,36 +865,8 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   // NVFP4: the 8 E4M3 magnitudes of every block-scale byte (covered by the scan's barrier).
   __shared__ uint4 nv_tab_s[kNv ? 256 : 1];
   const uint4* nv_tab = nv_tab_s;
-  if constexpr (kNv) {
-    for (int i = tid; i < 256; i += kThreadsD) {
-      const g::Nvfp4Lut l = g::nvfp4_lut(static_cast<std::uint32_t>(i));
-      nv_tab_s[i] = make_uint4(l.t.x, l.t.y, l.d, 0u);
-    }
-  }
-
-  // 1. Page prefix over the requests: each thread counts a contiguous run of requests.
-  {
-    using Scan = cub::BlockScan<int, kThreadsD>;
-    __shared__ typename Scan::TempStorage scan_tmp;
-    const int per = (B + kThreadsD - 1) / kThreadsD;
-    const int b0 = tid * per, b1 = min(B, b0 + per);
-    int sum = 0;
-    for (int b = b0; b < b1; ++b) {
-      Tile t;
-      const int n = dec_history_pages(p, b, &t);
-      pre[b] = n;
-      sum += n;
-    }
-    int before = 0, total = 0;
-    Scan(scan_tmp).ExclusiveSum(sum, before, total);
-    for (int b = b0; b < b1; ++b) {
-      const int n = pre[b];
-      pre[b] = before;
-      before += n;
-    }
-    if (tid == 0) pre[B] = total;
-    __syncthreads();
-  }
+  if constexpr (kNv) dec_fill_nv_table<kThreadsD>(nv_tab_s, tid);
+  dec_page_prefix<kThreadsD>(p, pre, tid);  // 1. page prefix over the requests
   const long long P = pre[B];
   const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
   const long long nw = static_cast<long long>(gridDim.x) * kWarps, gw = static_cast<long long>(blockIdx.x) * kWarps + warp;
@@ -827,27 +874,15 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   if (f0 >= f1) return;  // warps are independent from here on: no CTA barrier below
   const int units = (f1 - f0) * kUnitsPerPage;
   std::uint8_t* ring = dsmem + warp * S * kSlot;
-  // Request of flat page f, moving forward from request b (pre is non-decreasing).
-  auto advance = [&](int b, int f) {
-    while (pre[b + 1] <= f) ++b;
-    return b;
-  };
-  int b_start = 0;  // last b with pre[b] <= f0 and a page at f0: binary search
-  {
-    int lo = 0, hi = B - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (pre[mid] <= f0) lo = mid;
-      else hi = mid - 1;
-    }
-    b_start = advance(lo, f0);
-  }
+  auto advance = [&](int b, int f) { return dec_advance(pre, b, f); };
+  const int b_start = dec_first_request(pre, B, f0);
 
   // Issue side: block-table window of request ib (lane i: page wbase + i). A page is
   // resolved at its first unit (quarter 0); its later units reuse iok / isrc / isc. A lane
   // copies the same chunks of every unit: E4M3 token l/8 + 4i, 16-byte chunk l%8; NVFP4
   // codes token l/4 + 8i, chunk l%4, and the block scales of token l (+ 32j).
-  int ib = b_start, wb = -1, wbase = 0, wphys = -1;
+  int ib = b_start;
+  DecBtWindow bt;
   unsigned vmask = 0u;  // bit (u % S): unit u's physical page is valid
   bool iok = false;
   const std::uint8_t* isrc = p.k_data;  // this lane's first chunk of the page being issued
@@ -863,16 +898,7 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
     if (quarter == 0) {
       const int f = f0 + u / kUnitsPerPage;
       ib = advance(ib, f);
-      const int page = f - pre[ib];
-      if (ib != wb || page >= wbase + 32) {
-        wb = ib;
-        wbase = page;
-        const int j = page + l;
-        wphys = j < pre[ib + 1] - pre[ib]
-                    ? p.block_table[static_cast<long long>(ib) * p.bt_stride[0] + j * p.bt_stride[1]]
-                    : -1;
-      }
-      const long long phys = __shfl_sync(0xffffffffu, wphys, page - wbase);
+      const long long phys = bt.phys(p, pre, ib, f - pre[ib], l);
       iok = phys >= 0 && phys < p.num_pages;
       const long long pp = iok ? phys : 0;  // no pointer arithmetic from an unmapped page
       isrc = p.k_data + pp * p.k_stride[0] + lane_src;
@@ -1076,34 +1102,8 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
   const int tid = threadIdx.x;
   __shared__ uint4 nv_tab_s[kNv ? 256 : 1];
   const uint4* nv_tab = nv_tab_s;
-  if constexpr (kNv) {
-    for (int i = tid; i < 256; i += kThreadsD) {
-      const g::Nvfp4Lut l = g::nvfp4_lut(static_cast<std::uint32_t>(i));
-      nv_tab_s[i] = make_uint4(l.t.x, l.t.y, l.d, 0u);
-    }
-  }
-  {  // page prefix over the requests (as decode_score_kernel)
-    using Scan = cub::BlockScan<int, kThreadsD>;
-    __shared__ typename Scan::TempStorage scan_tmp;
-    const int per = (B + kThreadsD - 1) / kThreadsD;
-    const int b0 = tid * per, b1 = min(B, b0 + per);
-    int sum = 0;
-    for (int b = b0; b < b1; ++b) {
-      Tile t;
-      const int n = dec_history_pages(p, b, &t);
-      pre[b] = n;
-      sum += n;
-    }
-    int before = 0, total = 0;
-    Scan(scan_tmp).ExclusiveSum(sum, before, total);
-    for (int b = b0; b < b1; ++b) {
-      const int n = pre[b];
-      pre[b] = before;
-      before += n;
-    }
-    if (tid == 0) pre[B] = total;
-    __syncthreads();
-  }
+  if constexpr (kNv) dec_fill_nv_table<kThreadsD>(nv_tab_s, tid);
+  dec_page_prefix<kThreadsD>(p, pre, tid);
   const long long P = pre[B];
   const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
   // The warpgroup index broadcast from lane 0, so the compiler knows it is warp-uniform and
@@ -1118,26 +1118,15 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
   std::uint8_t* qtile = qtiles + wg * N * 256;
   float* red = red_all + wg * 2 * 4 * N;
   const std::uint32_t qtile_addr = g::smem_addr(qtile);
-  auto advance = [&](int b, int f) {
-    while (pre[b + 1] <= f) ++b;
-    return b;
-  };
-  int b_start = 0;
-  {
-    int lo = 0, hi = B - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (pre[mid] <= f0) lo = mid;
-      else hi = mid - 1;
-    }
-    b_start = advance(lo, f0);
-  }
+  auto advance = [&](int b, int f) { return dec_advance(pre, b, f); };
+  const int b_start = dec_first_request(pre, B, f0);
 
   // Issue side (per warp): page u of the range -> its 32 tokens. A lane copies the same
   // chunks of every page: E4M3 slot token l/8 + 4i, chunk l%8; NVFP4 codes slot token
   // l/4 + 8i, chunk l%4, and the block scales of slot token l. Slot token st is page token
   // st + 16 w (st < 16) or st + 48 + 16 w.
-  int ib = b_start, wb = -1, wbase = 0, wphys = -1;
+  int ib = b_start;
+  DecBtWindow bt;
   unsigned vmask = 0u;
   constexpr int kTokStep = kNv ? 8 : 4;
   constexpr int kRowBytes = kNv ? 64 : 128;
@@ -1151,16 +1140,7 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
   auto issue = [&](int u) {
     const int f = f0 + u;
     ib = advance(ib, f);
-    const int page = f - pre[ib];
-    if (ib != wb || page >= wbase + 32) {
-      wb = ib;
-      wbase = page;
-      const int j = page + l;
-      wphys = j < pre[ib + 1] - pre[ib]
-                  ? p.block_table[static_cast<long long>(ib) * p.bt_stride[0] + j * p.bt_stride[1]]
-                  : -1;
-    }
-    const long long phys = __shfl_sync(0xffffffffu, wphys, page - wbase);
+    const long long phys = bt.phys(p, pre, ib, f - pre[ib], l);
     const bool iok = phys >= 0 && phys < p.num_pages;
     const unsigned bit = 1u << (u % S);
     vmask = iok ? (vmask | bit) : (vmask & ~bit);
