@@ -550,16 +550,35 @@ TEST(CudaIndexer, DecodeE4m3Shapes) {
       c.seed = seed++;
       run_case(c);
     }
-  // 400 requests (the page prefix's per-thread runs exceed one request) and one long
-  // request split over many warps.
-  {
+  // 1100 requests (the page prefix's per-thread runs exceed one request with 384 and 512
+  // threads) and one long request split over many warps, both index-K formats.
+  for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4}) {
     std::vector<int> lens;
-    for (int i = 0; i < 400; ++i) lens.push_back(1 + (i * 7919) % 6000);
+    for (int i = 0; i < 1100; ++i) lens.push_back(1 + (i * 7919) % 6000);
     lens.push_back(900000);
-    Case c = decode_case(lens, 1, 4, KvFormat::fp8, DType::e4m3);
+    Case c = decode_case(lens, 1, 4, f, DType::e4m3);
     c.seed = seed++;
     run_case(c);
   }
+}
+
+// Many pages per warp (group): about 1,900-3,100 history pages over 24-40 requests, so
+// that each warpgroup of the E4M3 kernel (528 on 132 SMs) and each warp of the NVFP4
+// kernel scores several pages, reuses its ring slots and page-max buffers and crosses
+// request boundaries inside its range; 16, 32 and 64 score rows; unmapped pages.
+TEST(CudaIndexer, DecodeManyPagesPerWarp) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 1500;
+  for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4})
+    for (int Q : {4, 8, 16}) {
+      std::vector<int> lens;
+      const int nreq = Q == 16 ? 24 : 40;
+      for (int i = 0; i < nreq; ++i) lens.push_back(4000 + (i * 104729) % 12000);
+      Case c = decode_case(lens, Q, 4, f, DType::e4m3);
+      c.unmapped = Q == 8;
+      c.seed = seed++;
+      run_case(c);
+    }
 }
 
 TEST(CudaIndexer, DecodeSmallKAndNoScores) {

@@ -1042,37 +1042,32 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
 // warps' column maxima through shared memory (one warpgroup barrier per page).
 // Per warp and page the ring holds the warp's 32 tokens: stripe 0 = page tokens 16 w ..
 // 16 w + 15 (tile 0), stripe 1 = 64 + 16 w .. (tile 1), w = the warp's index in its group.
-// The kernel is written for both formats; NVFP4 stays on decode_score_kernel, which
-// measured faster (see launch_decode_scores_nt).
+// E4M3 only: NVFP4 stays on decode_score_kernel, which measured faster than the same
+// kernel with the NVFP4 lookup (commit 4b270ad has that form; see launch_decode_scores_nt).
 // ---------------------------------------------------------------------------------------
 #ifndef FLASHMSA_DECWG_STAGES
 #define FLASHMSA_DECWG_STAGES 3
 #endif
-#ifndef FLASHMSA_DECWG_E4M3_GROUPS
-#define FLASHMSA_DECWG_E4M3_GROUPS 4
+#ifndef FLASHMSA_DECWG_GROUPS
+#define FLASHMSA_DECWG_GROUPS 4
 #endif
 // Warpgroups per CTA (one CTA per SM): 4 (128 registers) up to 32 score rows, else 3 (168
 // registers). E4M3 with 4 groups keeps 2 ring stages per warp (3 x 4 KB per warp would not
 // fit): 3-14 % faster than 3 groups x 3 stages on the H200 (session 20 run D).
-template <int NT, bool kNv>
-constexpr int decwg_groups() { return NT > 4 ? 3 : kNv ? 4 : FLASHMSA_DECWG_E4M3_GROUPS; }
+template <int NT>
+constexpr int decwg_groups() { return NT > 4 ? 3 : FLASHMSA_DECWG_GROUPS; }
 // Ring stages per warp (pages in flight + 1): 2 where 4 E4M3 groups leave no room for 3.
-template <int NT, bool kNv>
-constexpr int decwg_stages() { return !kNv && decwg_groups<NT, kNv>() == 4 ? 2 : FLASHMSA_DECWG_STAGES; }
-template <bool kNv>
-constexpr int decwg_slot_bytes() { return kNv ? 32 * 72 : 32 * 128; }
-template <int NT, bool kNv>
+template <int NT>
+constexpr int decwg_stages() { return decwg_groups<NT>() == 4 ? 2 : FLASHMSA_DECWG_STAGES; }
+constexpr int kDecWgSlot = 32 * 128;  // a warp's 32 E4M3 tokens of one page
+template <int NT>
 constexpr int decwg_smem_bytes() {
   // 1024 (SW128 alignment) + Q tiles + rings + page-max exchange (2 pages x 4 warps x N).
-  return 1024 + decwg_groups<NT, kNv>() *
-                    (8 * NT * 256 + 4 * decwg_stages<NT, kNv>() * decwg_slot_bytes<kNv>() + 2 * 4 * 8 * NT * 4);
+  return 1024 + decwg_groups<NT>() * (8 * NT * 256 + 4 * decwg_stages<NT>() * kDecWgSlot + 2 * 4 * 8 * NT * 4);
 }
-static_assert(decwg_smem_bytes<8, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
-                  decwg_smem_bytes<4, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
-              "warpgroup decode scoring (NVFP4): smem must fit the 227 KB per CTA");
-static_assert(decwg_smem_bytes<8, false>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
-                  decwg_smem_bytes<4, false>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
-              "warpgroup decode scoring (E4M3): smem must fit the 227 KB per CTA");
+static_assert(decwg_smem_bytes<8>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
+                  decwg_smem_bytes<4>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
+              "warpgroup decode scoring: smem must fit the 227 KB per CTA");
 static_assert(FLASHMSA_DECWG_STAGES >= 2, "the ring keeps one page in flight at least");
 
 __device__ __forceinline__ void st_shared_u32(std::uint32_t addr, std::uint32_t v) {
@@ -1082,14 +1077,14 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-template <int NT, bool kNv>
-__global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
+template <int NT>
+__global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
     decode_score_wg_kernel(IndexerParams p, float* ws, long long ws_ld) {
-  constexpr int kGroups = decwg_groups<NT, kNv>();
+  constexpr int kGroups = decwg_groups<NT>();
   constexpr int kThreadsD = 128 * kGroups;
   constexpr int N = 8 * NT;
-  constexpr int kSlot = decwg_slot_bytes<kNv>();
-  constexpr int S = decwg_stages<NT, kNv>();
+  constexpr int kSlot = kDecWgSlot;
+  constexpr int S = decwg_stages<NT>();
   static_assert(kUnitTok == 32, "dec_row_words reads 32-token slots");
   extern __shared__ __align__(16) std::uint8_t dsmem[];
   // Pointer arithmetic on dsmem itself, so the compiler keeps the shared address space (LDS).
@@ -1100,9 +1095,6 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
   int* pre = reinterpret_cast<int*>(red_all + kGroups * 2 * 4 * N);   // [batch + 1]
   const int B = p.batch;
   const int tid = threadIdx.x;
-  __shared__ uint4 nv_tab_s[kNv ? 256 : 1];
-  const uint4* nv_tab = nv_tab_s;
-  if constexpr (kNv) dec_fill_nv_table<kThreadsD>(nv_tab_s, tid);
   dec_page_prefix<kThreadsD>(p, pre, tid);
   const long long P = pre[B];
   const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
@@ -1128,14 +1120,13 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
   int ib = b_start;
   DecBtWindow bt;
   unsigned vmask = 0u;
-  constexpr int kTokStep = kNv ? 8 : 4;
-  constexpr int kRowBytes = kNv ? 64 : 128;
+  constexpr int kTokStep = 4;  // tokens between a lane's chunks of a page
+  constexpr int kRowBytes = 128;
   constexpr int kHalfI = 16 / kTokStep;  // chunks i < kHalfI are stripe 0
-  const int ltok = kNv ? (l >> 2) : (l >> 3), lch = kNv ? (l & 3) : (l & 7);
+  const int ltok = l >> 3, lch = l & 7;
   const long long ks1 = p.k_stride[1];
   const long long lane_src = (ltok + 16 * wq) * ks1 + lch * 16;
-  const int lane_dst = ltok * kRowBytes + ((kNv ? lch : (lch ^ (ltok & 1))) << 4);
-  const long long lane_sc = static_cast<long long>(l + (l < 16 ? 16 * wq : 48 + 16 * wq)) * p.ks_stride[1];
+  const int lane_dst = ltok * kRowBytes + ((lch ^ (ltok & 1)) << 4);
   const int tok_step = static_cast<int>(kTokStep * ks1), tok_jump = static_cast<int>((kTokStep + 48) * ks1);
   auto issue = [&](int u) {
     const int f = f0 + u;
@@ -1153,7 +1144,6 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
       cp_async16(dst + lane_dst + i * kTokStep * kRowBytes, src);
       src += i == kHalfI - 1 ? tok_jump : tok_step;
     }
-    if constexpr (kNv) cp_async8(dst + 32 * 64 + l * 8, p.k_scale + pp * p.ks_stride[0] + lane_sc);
   };
 
   // Request side (per warpgroup): the Q tile and the store geometry of request cb.
@@ -1220,7 +1210,6 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
     cp_async_commit();
   }
   store_request();
-  const float kscale = kNv ? p.k_global : 1.0f;
   const std::uint64_t qdesc = g::desc_k_sw128(qtile_addr);
   for (int u = 0; u < pages; ++u) {
     cp_async_wait<S - 2>();
@@ -1243,8 +1232,8 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
     // A registers of tile h (slot tokens 16 h + r, + 8), D += A . Q^T over the 8 k-steps.
     auto convert_tile = [&](int h, std::uint32_t (&a)[8][4]) {
       std::uint32_t wa[8], wb2[8];
-      dec_row_words<kNv>(slot, 16 * h + r, q, nv_tab, wa);
-      dec_row_words<kNv>(slot, 16 * h + r + 8, q, nv_tab, wb2);
+      dec_row_words<false>(slot, 16 * h + r, q, nullptr, wa);
+      dec_row_words<false>(slot, 16 * h + r + 8, q, nullptr, wb2);
 #pragma unroll
       for (int s = 0; s < 8; ++s) {
         g::f16x2_pair(wa[s], a[s][0], a[s][2]);
@@ -1323,7 +1312,7 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kNv>(), 1)
       const long long b = f - pre[cb];  // logical page
       const int pos = fpos + ((sr * hinv) >> 16);
       static_assert(kPage == 128, "pos >> 7 is pos / kPage");
-      if (pos >= 0 && b < (pos >> 7)) ws[static_cast<long long>(rowh + sr) * ws_ld + b] = ok ? v * kscale : nan_f();
+      if (pos >= 0 && b < (pos >> 7)) ws[static_cast<long long>(rowh + sr) * ws_ld + b] = ok ? v : nan_f();
     }
   }
   cp_async_wait<0>();
@@ -1670,7 +1659,7 @@ bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
   if (!decode || !p.q_e4m3 || p.k_format == 0 || mode != Fp8Qk::kExact) return false;
   if (static_cast<long long>(p.queries_per_request) * p.heads > 64 || p.batch > kDecMaxBatch) return false;
   if (static_cast<long long>(p.batch) * p.bt_width >= (1LL << 31)) return false;  // int page prefix
-  if (p.k_stride[1] > (1 << 20) || p.ks_stride[1] > (1 << 20)) return false;  // 32-bit token steps
+  if (p.k_format == 1 && p.k_stride[1] > (1 << 20)) return false;  // the E4M3 kernel's 32-bit token steps
   auto al = [](std::uintptr_t v, unsigned a) { return v % a == 0; };
   bool ok = al(reinterpret_cast<std::uintptr_t>(p.q), 16) && al(static_cast<std::uintptr_t>(p.q_stride[0]), 16) &&
             al(static_cast<std::uintptr_t>(p.q_stride[1]), 16) && al(reinterpret_cast<std::uintptr_t>(p.k_data), 16) &&
@@ -1681,21 +1670,21 @@ bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
   return ok;
 }
 
-template <int NT, bool kNv>
+template <int NT>
 cudaError_t launch_decode_scores_wg(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
-  const int smem = decwg_smem_bytes<NT, kNv>() + 4 * (p.batch + 1);
+  const int smem = decwg_smem_bytes<NT>() + 4 * (p.batch + 1);
   static bool configured[64] = {};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if (dev < 0 || dev >= 64 || !configured[dev]) {
-    err = set_smem(decode_score_wg_kernel<NT, kNv>, decwg_smem_bytes<NT, kNv>() + 4 * (kDecMaxBatch + 1));
+    err = set_smem(decode_score_wg_kernel<NT>, decwg_smem_bytes<NT>() + 4 * (kDecMaxBatch + 1));
     if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(decode_score_wg_kernel<NT, kNv>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    err = cudaFuncSetAttribute(decode_score_wg_kernel<NT>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (err != cudaSuccess) return err;
     if (dev >= 0 && dev < 64) configured[dev] = true;
   }
-  decode_score_wg_kernel<NT, kNv><<<sms, 128 * decwg_groups<NT, kNv>(), smem, stream>>>(p, ws, ws_ld);
+  decode_score_wg_kernel<NT><<<sms, 128 * decwg_groups<NT>(), smem, stream>>>(p, ws, ws_ld);
   return cudaGetLastError();
 }
 
@@ -1710,10 +1699,10 @@ template <bool kNv>
 cudaError_t launch_decode_scores_nt(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
   const int rows = p.queries_per_request * p.heads;  // N side of the MMA: 8 NT >= rows
   if constexpr (!kNv) {
-    if (rows <= 8) return launch_decode_scores_wg<1, kNv>(p, ws, ws_ld, sms, stream);
-    if (rows <= 16) return launch_decode_scores_wg<2, kNv>(p, ws, ws_ld, sms, stream);
-    if (rows <= 32) return launch_decode_scores_wg<4, kNv>(p, ws, ws_ld, sms, stream);
-    return launch_decode_scores_wg<8, kNv>(p, ws, ws_ld, sms, stream);
+    if (rows <= 8) return launch_decode_scores_wg<1>(p, ws, ws_ld, sms, stream);
+    if (rows <= 16) return launch_decode_scores_wg<2>(p, ws, ws_ld, sms, stream);
+    if (rows <= 32) return launch_decode_scores_wg<4>(p, ws, ws_ld, sms, stream);
+    return launch_decode_scores_wg<8>(p, ws, ws_ld, sms, stream);
   } else {
     if (rows <= 8) return launch_decode_scores<1, kNv>(p, ws, ws_ld, sms, stream);
     if (rows <= 16) return launch_decode_scores<2, kNv>(p, ws, ws_ld, sms, stream);
