@@ -214,11 +214,7 @@ __device__ __forceinline__ void issue_page_copy(const PageSrc& s, std::uint8_t* 
 // 16 NVFP4 values (8 code bytes, even element in the low nibble) x block scale ->
 // E4M3_sat(e2m1 x scale) (spec D7, 5.2), returned as 4 words of 4 E4M3 bytes.
 __device__ __forceinline__ uint4 nvfp4_group_to_e4m3(uint2 in, std::uint8_t scale) {
-  const gm::Nvfp4Lut tab = gm::nvfp4_lut(scale);
-  uint4 e;
-  gm::nvfp4x8_lookup(in.x, tab, e.x, e.y);
-  gm::nvfp4x8_lookup(in.y, tab, e.z, e.w);
-  return e;
+  return gm::nvfp4x16_lookup(in, gm::nvfp4_lut(scale));
 }
 
 __device__ __forceinline__ std::uint8_t nvfp4_scale(const std::uint8_t* plane, std::int64_t tok_stride, bool swz,

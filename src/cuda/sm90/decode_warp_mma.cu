@@ -527,9 +527,8 @@ __global__ void __launch_bounds__(kThreads, 1) warp_mma_decode_kernel(const Deco
           vw[v][0] = x.x; vw[v][1] = x.y; vw[v][2] = x.z; vw[v][3] = x.w;
         } else {
           const uint2 x = *reinterpret_cast<const uint2*>(slot(stage, S::kK + v));  // 16 codes
-          const gm::Nvfp4Lut tab = gm::nvfp4_lut(scale_v[v]);
-          gm::nvfp4x8_lookup(x.x, tab, vw[v][0], vw[v][1]);
-          gm::nvfp4x8_lookup(x.y, tab, vw[v][2], vw[v][3]);
+          const uint4 e = gm::nvfp4x16_lookup(x, gm::nvfp4_lut(scale_v[v]));
+          vw[v][0] = e.x; vw[v][1] = e.y; vw[v][2] = e.z; vw[v][3] = e.w;
         }
       }
 #pragma unroll
@@ -773,11 +772,7 @@ __global__ void __launch_bounds__(kThreads, 1) warp_dsplit_decode_kernel(const D
       for (int j = 0; j < 4; ++j) {
         const int t = lane + 32 * j;
         const uint2 x = *reinterpret_cast<const uint2*>(raw + t * 8);
-        const gm::Nvfp4Lut tab = gm::nvfp4_lut(sv[j]);
-        uint4 e;
-        gm::nvfp4x8_lookup(x.x, tab, e.x, e.y);
-        gm::nvfp4x8_lookup(x.y, tab, e.z, e.w);
-        *reinterpret_cast<uint4*>(dst + t * 16) = e;
+        *reinterpret_cast<uint4*>(dst + t * 16) = gm::nvfp4x16_lookup(x, gm::nvfp4_lut(sv[j]));
       }
     }
     __syncwarp();  // the warp's V tile (copies landed, or dequantised), visible to all its lanes

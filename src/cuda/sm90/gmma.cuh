@@ -100,14 +100,9 @@ __device__ __forceinline__ void ss(std::uint64_t a, std::uint64_t b, float (&d)[
                                    std::index_sequence<I...>) {
   Atom::fma(a, b, d[I]..., s);
 }
-template <class Atom, std::size_t... I>
-__device__ __forceinline__ void rs(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[64],
-                                   G::ScaleOut s, std::index_sequence<I...>) {
-  Atom::fma(a[0], a[1], a[2], a[3], b, d[I]..., s);
-}
 template <class Atom, int ND, std::size_t... I>
-__device__ __forceinline__ void rs_any(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[ND],
-                                       G::ScaleOut s, std::index_sequence<I...>) {
+__device__ __forceinline__ void rs(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[ND], G::ScaleOut s,
+                                   std::index_sequence<I...>) {
   Atom::fma(a[0], a[1], a[2], a[3], b, d[I]..., s);
 }
 template <int N>
@@ -136,7 +131,7 @@ struct F16RsKK<64> {
 template <int N>
 __device__ __forceinline__ void f16_rs_bk(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[N / 2],
                                           bool accumulate) {
-  detail::rs_any<typename detail::F16RsKK<N>::type, N / 2>(
+  detail::rs<typename detail::F16RsKK<N>::type>(
       a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<N / 2>{});
 }
 
@@ -276,6 +271,15 @@ __device__ __forceinline__ void nvfp4x8_lookup(std::uint32_t w, const Nvfp4Lut& 
   const std::uint32_t ones = 0x01010101u;
   lo = mad_lo(prmt(ones, ones, w), l.d, prmt(l.t.x, l.t.y, m));
   hi = mad_lo(prmt(ones, ones, w >> 16), l.d, prmt(l.t.x, l.t.y, m >> 16));
+}
+
+/// Sixteen e2m1 codes of one block (w.x = codes 0-7, w.y = codes 8-15) -> sixteen E4M3
+/// bytes in code order (two nvfp4x8_lookup).
+__device__ __forceinline__ uint4 nvfp4x16_lookup(uint2 w, const Nvfp4Lut& l) {
+  uint4 e;
+  nvfp4x8_lookup(w.x, l, e.x, e.y);
+  nvfp4x8_lookup(w.y, l, e.z, e.w);
+  return e;
 }
 
 /// Four E4M3 bytes of w -> two f16x2 (exact): lo = bytes 0-1, hi = bytes 2-3 (low byte

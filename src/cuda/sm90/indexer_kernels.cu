@@ -308,10 +308,8 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
 #pragma unroll
         for (int blk = 0; blk < 4; ++blk) {  // 16 codes (8 bytes) per e4m3 block scale
           const g::Nvfp4Lut tab = g::nvfp4_lut((raw.s >> (8 * blk)) & 0xffu);
-          const std::uint32_t w0 = words[2 * blk], w1 = words[2 * blk + 1];
-          uint4 e;  // 16 E4M3 values = dims 16 * (4 half + blk) ..
-          g::nvfp4x8_lookup(w0, tab, e.x, e.y);
-          g::nvfp4x8_lookup(w1, tab, e.z, e.w);
+          // 16 E4M3 values = dims 16 * (4 half + blk) ..
+          const uint4 e = g::nvfp4x16_lookup(make_uint2(words[2 * blk], words[2 * blk + 1]), tab);
           const int dim0 = 16 * (4 * half + blk);
           if constexpr (kLoad == kNvfp4ToE4m3) {
             *reinterpret_cast<uint4*>(dst + g::sw128_offset(tok, dim0, kPage)) = e;
@@ -825,6 +823,38 @@ __device__ __forceinline__ int dec_first_request(const int* pre, int B, int f0) 
   return dec_advance(pre, lo, f0);
 }
 
+// What the scoring kernels store for decode request b (it has history pages, so at least
+// one row): `srows` score rows (query rows x H heads, <= 64 by the launchers), workspace
+// rows from `rowh` = first row x H, the first query's position `fpos` (D4).
+struct DecRequest {
+  long long row0;  // first query row
+  int srows, rowh, fpos;
+};
+__device__ __forceinline__ DecRequest dec_request(const IndexerParams& p, int b, int H) {
+  DecRequest d;
+  d.row0 = static_cast<long long>(b) * p.queries_per_request;
+  const long long nrows = min(static_cast<long long>(p.queries_per_request), p.num_rows - d.row0);
+  d.srows = static_cast<int>(nrows) * H;
+  Tile t;
+  dec_history_pages(p, b, &t);
+  d.rowh = static_cast<int>(t.row0) * H;
+  d.fpos = static_cast<int>(t.first_pos);
+  return d;
+}
+
+// The 32 E4M3 bytes of score row sr (query row sr / H, head sr % H) at dims 32 qq ..
+// 32 qq + 31 (zeros for sr >= srows).
+__device__ __forceinline__ void dec_load_q32(const IndexerParams& p, const DecRequest& d, int sr, int H, int qq,
+                                             uint4& a, uint4& c) {
+  a = c = make_uint4(0u, 0u, 0u, 0u);
+  if (sr < d.srows) {
+    const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q) + (d.row0 + sr / H) * p.q_stride[0] +
+                              (sr % H) * p.q_stride[1] + 32 * qq;
+    a = *reinterpret_cast<const uint4*>(src);
+    c = *reinterpret_cast<const uint4*>(src + 16);
+  }
+}
+
 // A warp's window of 32 block-table entries (lane i: page wbase + i of request wb), read
 // 32 pages at a time so the copies never wait on a dependent block-table load per page.
 struct DecBtWindow {
@@ -935,26 +965,17 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   std::uint32_t bq[NT][8][2];
   auto fetch_request = [&](int b) {
     cb = b;
-    const long long row0 = static_cast<long long>(b) * p.queries_per_request;
-    const long long nrows = min(static_cast<long long>(p.queries_per_request), p.num_rows - row0);
-    srows = static_cast<int>(nrows) * H;  // <= 8 NT (launcher); b has pages, so nrows > 0
+    const DecRequest d = dec_request(p, b, H);
+    srows = d.srows;
+    rowh = d.rowh;
+    fpos = d.fpos;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const int sr = 8 * nt + r;
-      uint4 a = make_uint4(0u, 0u, 0u, 0u), c = a;
-      if (sr < srows) {
-        const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q) + (row0 + sr / H) * p.q_stride[0] +
-                                  (sr % H) * p.q_stride[1] + 32 * q;
-        a = *reinterpret_cast<const uint4*>(src);
-        c = *reinterpret_cast<const uint4*>(src + 16);
-      }
+      uint4 a, c;
+      dec_load_q32(p, d, 8 * nt + r, H, q, a, c);
       qw[nt][0] = a.x; qw[nt][1] = a.y; qw[nt][2] = a.z; qw[nt][3] = a.w;
       qw[nt][4] = c.x; qw[nt][5] = c.y; qw[nt][6] = c.z; qw[nt][7] = c.w;
     }
-    Tile t;
-    dec_history_pages(p, b, &t);  // the tile (first_pos: used by the stores)
-    rowh = static_cast<int>(t.row0) * H;
-    fpos = static_cast<int>(t.first_pos);
   };
   auto convert_request = [&]() {
 #pragma unroll
@@ -1157,23 +1178,14 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
   uint4 qa[kQTasks], qc[kQTasks];
   auto fetch_request = [&](int b) {
     cb = b;
-    const long long row0 = static_cast<long long>(b) * p.queries_per_request;
-    const long long nrows = min(static_cast<long long>(p.queries_per_request), p.num_rows - row0);
-    srows = static_cast<int>(nrows) * H;
-    Tile t;
-    dec_history_pages(p, b, &t);
-    rowh = static_cast<int>(t.row0) * H;
-    fpos = static_cast<int>(t.first_pos);
+    const DecRequest d = dec_request(p, b, H);
+    srows = d.srows;
+    rowh = d.rowh;
+    fpos = d.fpos;
 #pragma unroll
     for (int i = 0; i < kQTasks; ++i) {
-      const int task = wt + 128 * i, n = task >> 2, qq = task & 3;
-      qa[i] = qc[i] = make_uint4(0u, 0u, 0u, 0u);
-      if (task < N * 4 && n < srows) {
-        const std::uint8_t* src = static_cast<const std::uint8_t*>(p.q) + (row0 + n / H) * p.q_stride[0] +
-                                  (n % H) * p.q_stride[1] + 32 * qq;
-        qa[i] = *reinterpret_cast<const uint4*>(src);
-        qc[i] = *reinterpret_cast<const uint4*>(src + 16);
-      }
+      const int task = wt + 128 * i;
+      dec_load_q32(p, d, task < N * 4 ? task >> 2 : N, H, task & 3, qa[i], qc[i]);  // n = N: zeros
     }
   };
   // Every wgmma reading the previous tile has retired: each warp waited for its last page's
