@@ -43,6 +43,7 @@ struct Case {
   bool nan_slots = true;     // unused token slots / unmapped pages hold NaN bytes
   bool q_head_major = false;  // GPU q stored [Hq, T, 128], passed as a [T, Hq, 128] view
   int topk_k = 16;           // K of the top-k tensor [T, Hkv, K]
+  int min_width = 1;         // block-table columns at least (extra ones map a spare page)
   std::uint64_t seed = 1;
 };
 
@@ -103,7 +104,7 @@ Inputs make_inputs(const Case& c) {
   const int B = static_cast<int>(c.reqs.size());
   in.cu.reset(DType::i32, {B + 1});
   in.seq_lens.reset(DType::i32, {B});
-  int width = 1, total_pages = 0;
+  int width = c.min_width, total_pages = 0;
   for (int b = 0; b < B; ++b) {
     const int seq = c.reqs[b].q_len + c.reqs[b].prefix;
     in.cu.data<std::int32_t>()[b + 1] = in.cu.data<std::int32_t>()[b] + c.reqs[b].q_len;
@@ -402,6 +403,36 @@ TEST(CudaPrefill, RandomBatches) {
     c.seed = 100 + it;
     check_case(c, "random batch " + std::to_string(it) + " (" + kv_format_name(c.format) + " " +
                       std::to_string(c.hq) + "/" + std::to_string(c.hkv) + ", B " + std::to_string(B) + ")");
+  }
+}
+
+// The plan's CSR has Hkv x B x (block-table width) rows. Hot rows (32 sub-counters per
+// row: at least 1024 entries per row on average), more than 65,536 rows (the scans in
+// three kernels instead of one) and more than 2^19 rows (one counter per row).
+TEST(CudaPrefill, PlanShapes) {
+  REQUIRE_GPU();
+  Case hot;  // 16 pages, 32,768 top-k entries
+  hot.reqs = {{2048, 0}};
+  hot.hq = 16;
+  hot.hkv = 1;
+  hot.seed = 31;
+  check_case(hot, "hot rows: 16/1, 2048 rows, prefix 0");
+  hot.format = KvFormat::nvfp4;
+  hot.messy = true;
+  check_case(hot, "hot rows: nvfp4, messy");
+  Rng rng(77);
+  std::uniform_int_distribution<int> qlen(1, 9);
+  for (const int reqs : {9, 64}) {  // x 8 KV heads x 1,100 columns: 79,200 and 563,200 rows
+    Case c;
+    std::uniform_int_distribution<int> prefix(0, reqs == 9 ? 3000 : 700);
+    for (int b = 0; b < reqs; ++b) c.reqs.push_back({qlen(rng), prefix(rng)});
+    c.hq = 8;
+    c.hkv = 8;
+    c.min_width = 1100;
+    c.messy = reqs == 9;
+    c.format = reqs == 9 ? KvFormat::fp8 : KvFormat::bf16;
+    c.seed = 40 + reqs;
+    check_case(c, "wide block table: " + std::to_string(reqs) + " requests x 8 KV heads x 1100 columns");
   }
 }
 

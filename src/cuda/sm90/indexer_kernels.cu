@@ -670,7 +670,9 @@ constexpr int dec_ctas_per_sm() { return NT >= 8 ? 1 : FLASHMSA_DEC_CTAS_PER_SM;
 constexpr int kDecMaxBatch = 4096;
 // 6144: the static shared memory (the scan's storage, NVFP4's 4 KB block-scale table; ptxas:
 // 1696 / 5792 bytes).
-static_assert(FLASHMSA_DEC_WARPS * FLASHMSA_DEC_STAGES * FLASHMSA_DEC_UNIT_TOKENS * 128 + 4 * (kDecMaxBatch + 1) +
+// The per-warp kernel runs NVFP4 index-K only (72 bytes per token; E4M3 takes the warpgroup
+// kernel, see launch_decode_scores_nt).
+static_assert(FLASHMSA_DEC_WARPS * FLASHMSA_DEC_STAGES * FLASHMSA_DEC_UNIT_TOKENS * 72 + 4 * (kDecMaxBatch + 1) +
                       6144 <= 227 * 1024,
               "decode scoring ring + page prefix + static shared memory must fit the 227 KB per CTA");
 constexpr int kDecStages = FLASHMSA_DEC_STAGES;
@@ -1106,7 +1108,6 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
   constexpr int N = 8 * NT;
   constexpr int kSlot = kDecWgSlot;
   constexpr int S = decwg_stages<NT>();
-  static_assert(kUnitTok == 32, "dec_row_words reads 32-token slots");
   extern __shared__ __align__(16) std::uint8_t dsmem[];
   // Pointer arithmetic on dsmem itself, so the compiler keeps the shared address space (LDS).
   std::uint8_t* base = dsmem + ((1024u - (g::smem_addr(dsmem) & 1023u)) & 1023u);

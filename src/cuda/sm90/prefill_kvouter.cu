@@ -277,26 +277,52 @@ __device__ __forceinline__ int units_of(int n, int qpt, int tpu) {
   return ((n + qpt - 1) / qpt + tpu - 1) / tpu;
 }
 
-// Entries of CSR row r < N: the sum of its sub-counters, 0 for r >= N. The loads are
-// unconditional (row clamped to N - 1) so a thread's rows load together rather than one
-// guarded round trip after another.
-__device__ __forceinline__ int row_count(const Workspace& w, long long r, long long N) {
-  const int* c = w.counts + (r < N ? r : N - 1) * w.nsub;
+// Entries of CSR row r (< N): the sum of its nsub sub-counters, read as 16-byte vectors
+// where nsub is 8 or 32 (a row's counters are contiguous and 32- or 128-byte aligned).
+__device__ __forceinline__ int row_count(const Workspace& w, long long r) {
+  const int* c = w.counts + r * w.nsub;
+  if (w.nsub == 1) return c[0];
+  const int4* c4 = reinterpret_cast<const int4*>(c);
   int n = 0;
 #pragma unroll
-  for (int s = 0; s < kSub; ++s) n += s < w.nsub ? c[s] : 0;
-  return r < N ? n : 0;
+  for (int s = 0; s < kSub / 4; ++s) {
+    if (4 * s < w.nsub) {
+      const int4 v = c4[s];
+      n += (v.x + v.y) + (v.z + v.w);
+    }
+  }
+  return n;
 }
 
-__device__ __forceinline__ void load_scan_items(const PrefillParams& p, const Workspace& w, int qpt,
-                                                int (&ce)[kScanItems], int (&cu)[kScanItems]) {
-  const long long N = num_csr_rows(p);
-#pragma unroll
-  for (int i = 0; i < kScanItems; ++i) {
-    const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
-    ce[i] = row_count(w, r, N);
-    cu[i] = units_of(ce[i], qpt, w.tpu);
+// The entries of rows b0 .. b0 + kScanRows - 1 (0 at and past N) into s_ce, one row per
+// thread at a time: only the rows that exist are read, each by one thread, and adjacent
+// threads read adjacent rows. (Session 21: with one thread per 16 consecutive rows, and
+// every row of the block read through a clamped address, scan_single alone took 13.6 us
+// at (16/1, 8192, 32768), N = 320, and 26.5 us at (16/1, 8192, 0), N = 64 with 32
+// sub-counters, under ncu on the H200.) Ends with a CTA barrier.
+__device__ __forceinline__ void block_row_counts(const Workspace& w, long long b0, long long N, int* s_ce) {
+  for (int i = threadIdx.x; i < kScanRows; i += kScanThreads) {
+    const long long r = b0 + i;
+    s_ce[i] = r < N ? row_count(w, r) : 0;
   }
+  __syncthreads();
+}
+
+// A thread's kScanItems consecutive rows of the block (thread t: rows 16 t ..): entries
+// from s_ce and work units.
+__device__ __forceinline__ void load_scan_items(const Workspace& w, int qpt, const int* s_ce, int (&ce)[kScanItems],
+                                                int (&cu)[kScanItems]) {
+  const int4* v = reinterpret_cast<const int4*>(s_ce + threadIdx.x * kScanItems);
+#pragma unroll
+  for (int i = 0; i < kScanItems / 4; ++i) {
+    const int4 x = v[i];
+    ce[4 * i] = x.x;
+    ce[4 * i + 1] = x.y;
+    ce[4 * i + 2] = x.z;
+    ce[4 * i + 3] = x.w;
+  }
+#pragma unroll
+  for (int i = 0; i < kScanItems; ++i) cu[i] = units_of(ce[i], qpt, w.tpu);
 }
 
 __global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams p, Workspace w, int qpt) {
@@ -304,8 +330,10 @@ __global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams 
   sm90::pdl_launch_dependents();
   using Reduce = cub::BlockReduce<int, kScanThreads>;
   __shared__ typename Reduce::TempStorage tmp;
+  __shared__ __align__(16) int s_ce[kScanRows];
+  block_row_counts(w, static_cast<long long>(blockIdx.x) * kScanRows, num_csr_rows(p), s_ce);
   int ce[kScanItems], cu[kScanItems];
-  load_scan_items(p, w, qpt, ce, cu);
+  load_scan_items(w, qpt, s_ce, ce, cu);
   const int se = Reduce(tmp).Sum(ce);
   __syncthreads();
   const int su = Reduce(tmp).Sum(cu);
@@ -342,8 +370,10 @@ __global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p,
   sm90::pdl_launch_dependents();
   using Scan = cub::BlockScan<int, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
+  __shared__ __align__(16) int s_ce[kScanRows];
+  block_row_counts(w, static_cast<long long>(blockIdx.x) * kScanRows, num_csr_rows(p), s_ce);
   int ce[kScanItems], cu[kScanItems];
-  load_scan_items(p, w, qpt, ce, cu);
+  load_scan_items(w, qpt, s_ce, ce, cu);
   Scan(tmp).ExclusiveSum(ce, ce);
   __syncthreads();
   Scan(tmp).ExclusiveSum(cu, cu);
@@ -369,14 +399,11 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
   __shared__ typename Scan::TempStorage tmp;
   const long long N = num_csr_rows(p);
   int carry_e = 0, carry_u = 0;
+  __shared__ __align__(16) int s_ce[kScanRows];
   for (long long b0 = 0; b0 < N; b0 += kScanRows) {
+    block_row_counts(w, b0, N, s_ce);
     int ce[kScanItems], cu[kScanItems];
-#pragma unroll
-    for (int i = 0; i < kScanItems; ++i) {
-      const long long r = b0 + threadIdx.x * kScanItems + i;
-      ce[i] = row_count(w, r, N);
-      cu[i] = units_of(ce[i], qpt, w.tpu);
-    }
+    load_scan_items(w, qpt, s_ce, ce, cu);
     int te, tu;
     Scan(tmp).ExclusiveSum(ce, ce, te);
     __syncthreads();
@@ -437,12 +464,21 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
   if (valid) w.list[start + top - 1 - __popc(peers & ((1u << lane) - 1u))] = (t << 4) | k;
 }
 
-// One thread per CSR row: the start of each sub-range of the row (for plan_fill, which
-// runs after this kernel), and the descriptors of the row's work units. The row's
-// physical page and request lengths are inputs, loaded before the wait.
+// kRowLanes threads per CSR row (a quarter warp): the start of each sub-range of the row
+// (for plan_fill, which runs after this kernel), and the descriptors of the row's work
+// units. Lane l of a row takes sub-counters l nsub/8 .. (one lane for nsub = 1), an
+// exclusive scan over the row's lanes places them, and the lanes write units l, l + 8, ...
+// The row's physical page and request lengths are inputs, loaded before the wait.
+// (Session 21: with one thread per row, which wrote up to 32 sub-range starts and 32
+// units in turn, the kernel took 9.7 us at (16/1, 8192, 32768) and 13.1 us at (16/1,
+// 8192, 0) under ncu on the H200.)
+constexpr int kRowLanes = 8;
+static_assert(kSub % kRowLanes == 0 && 32 % kRowLanes == 0, "a row's lanes split its sub-counters");
 __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt) {
   sm90::pdl_launch_dependents();
-  const long long r = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  const long long r = (static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x) / kRowLanes;
+  const int lane = threadIdx.x % kRowLanes;
+  const unsigned row_mask = ((1u << kRowLanes) - 1u) << (threadIdx.x & (32 - kRowLanes));  // this row's lanes
   const bool in = r < num_csr_rows(p);
   const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
   const long long rem = in ? r % per_head : 0;
@@ -458,25 +494,38 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     cu_end = p.cu_seqlens[(b + 1) * p.cu_stride];
   }
   sm90::pdl_wait();  // row_ptr, unit_ptr (scans), counts (plan_count)
-  if (!in) return;
+  if (!in) return;  // the row's lanes leave together
   const int rb = w.row_ptr[r], n = w.row_ptr[r + 1] - rb;
   if (n == 0) return;
   {
-    int c[kSub];
+    constexpr int kPer = kSub / kRowLanes;  // sub-counters per lane at most
+    const int ns = w.nsub, per = ns >= kRowLanes ? ns / kRowLanes : (lane == 0 ? ns : 0);
+    const int s0 = lane * per;
+    int c[kPer];
+    int mine = 0;
 #pragma unroll
-    for (int s = 0; s < kSub; ++s) c[s] = s < w.nsub ? w.counts[r * w.nsub + s] : 0;
-    int first = rb;
+    for (int i = 0; i < kPer; ++i) {
+      c[i] = i < per ? w.counts[r * ns + s0 + i] : 0;
+      mine += c[i];
+    }
+    int incl = mine;
 #pragma unroll
-    for (int s = 0; s < kSub; ++s) {
-      if (s < w.nsub) w.sub_ptr[r * w.nsub + s] = first;
-      first += c[s];
+    for (int o = 1; o < kRowLanes; o *= 2) {
+      const int v = __shfl_up_sync(row_mask, incl, o, kRowLanes);
+      if (lane >= o) incl += v;
+    }
+    int first = rb + incl - mine;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      if (i < per) w.sub_ptr[r * ns + s0 + i] = first;
+      first += c[i];
     }
   }
   const int tiles = (n + qpt - 1) / qpt;
   d.off = static_cast<int>(seq - cu_end);
   d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
   const int u0 = w.unit_ptr[r];
-  for (int k = 0; k * w.tpu < tiles; ++k) {
+  for (int k = lane; k * w.tpu < tiles; k += kRowLanes) {
     d.ntiles = min(w.tpu, tiles - k * w.tpu);
     d.begin = rb + k * w.tpu * qpt;
     d.end = min(rb + n, d.begin + d.ntiles * qpt);
@@ -1113,7 +1162,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const long long N = num_csr_rows(p);
   const long long th = static_cast<long long>(p.num_rows) * p.num_kv_heads * 16;  // (query, KV head, slot)
   const unsigned plan_blocks = static_cast<unsigned>((th + kPlanThreads - 1) / kPlanThreads);
-  const unsigned row_blocks = static_cast<unsigned>((N + kPlanThreads - 1) / kPlanThreads);
+  const unsigned row_blocks = static_cast<unsigned>((N * kRowLanes + kPlanThreads - 1) / kPlanThreads);
   const int qpt = kTileRows / G;
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
   const long long nzero = N * w.nsub + 1;  // counts and sched
