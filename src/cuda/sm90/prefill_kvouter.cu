@@ -100,7 +100,7 @@ int tiles_per_unit() {
 }
 
 // QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
-// call (in plan_count, widen_q_chunk), instead of widening each gathered tile in shared memory.
+// call (in plan_fill, widen_q_chunk), instead of widening each gathered tile in shared memory.
 bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma(); }
 
 Workspace carve(const PrefillParams& p, void* base) {
@@ -204,7 +204,7 @@ __device__ __forceinline__ int plan_sub(const Workspace& w, long long j) {
 // contiguous in q16 [T, Hq, 128]. Session 15: widening each gathered tile in shared
 // memory instead cost the FP8 paths about 50 us of the attention kernel at (16/1, 8192,
 // 32768) (429 against 377 us for BF16); session 16: a kernel of its own before the plan
-// cost 16 us there, which plan_count hides under its wait for plan_zero.
+// cost 16 us there; session 21 moved it from plan_count into plan_fill (see there).
 __device__ __forceinline__ void widen_q_chunk(const PrefillParams& p, std::uint16_t* q16, long long t, int h, int c) {
   const uint4 in = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + t * p.q_row_stride +
                                                    h * p.q_head_stride + c * 16);
@@ -254,15 +254,6 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
   const int half = lane & 16;  // first lane of the row
   const bool valid = key >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
   const unsigned vbits = __ballot_sync(0xffffffffu, valid);
-  // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) while plan_zero runs.
-  // q16 is workspace: plan_zero, an ordinary launch, started after all earlier work on
-  // the stream, and this kernel starts after plan_zero.
-  if (w.q16 != nullptr && live) {
-    const int G = p.num_q_heads / p.num_kv_heads;
-    const long long t = i / p.num_kv_heads;
-    const int h0 = static_cast<int>(i % p.num_kv_heads) * G;
-    for (int c = k; c < 8 * G; c += 16) widen_q_chunk(p, w.q16, t, h0 + (c >> 3), c & 7);
-  }
   sm90::pdl_wait();  // counts: zeroed by plan_zero
   if (live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
   const unsigned group = peers & vbits;
@@ -449,6 +440,18 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     long long seq, pos;
     locate(p, t, &b, &seq, &pos);
     base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+  }
+  // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) before the wait, under
+  // plan_count's atomics, the scans and plan_units (latency-bound kernels that leave most
+  // of the GPU idle). Session 21: in plan_count, where only plan_zero ran beside it, the
+  // FP8 plan took 10 us more than BF16's. q16 is workspace: plan_zero, an ordinary
+  // launch, started after all earlier work on the stream, and this kernel starts after
+  // it; only the attention kernel (after this kernel's completion) reads q16.
+  if (w.q16 != nullptr && live) {
+    const int G = p.num_q_heads / p.num_kv_heads;
+    const long long tq = i / p.num_kv_heads;
+    const int h0 = static_cast<int>(i % p.num_kv_heads) * G;
+    for (int c = k; c < 8 * G; c += 16) widen_q_chunk(p, w.q16, tq, h0 + (c >> 3), c & 7);
   }
   sm90::pdl_wait();  // vmask (plan_count), counts and sub_ptr (plan_units)
   const bool valid = live && ((w.vmask[i] >> k) & 1u);  // bits >= K are 0
