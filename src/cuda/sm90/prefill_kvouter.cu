@@ -1011,15 +1011,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------
-// Combine: 16 threads (8 dims each) per (query, head), 8 of them per 128-thread CTA.
+// Combine: 16 threads (8 dims each) per (query, head), kCombineRows of them per CTA.
 // Slot j holds the unnormalised O_j (BF16) with its log scale s_j = m_j c and normaliser
 // l_j; with M = max s_j over the slots with l_j != 0 and w_j = exp(s_j - M):
 //   out = BF16(v_global * sum w_j O_j / sum w_j l_j),  LSE = M + ln(sum w_j l_j) + lse_bias
 // (lse_bias = -ln 448 on the FP8 paths, whose P and l carry the factor 448, spec 3.4).
 // A row without a slot of nonzero weight writes 0 and -inf (D5).
-__global__ void __launch_bounds__(128) prefill_combine(const PrefillParams p, const Workspace w, float lse_bias) {
+// (Query, head) rows per combine CTA, 16 threads each: 2, one warp. H200, session 21
+// (runs H, I, bench_prefill interleaved): against 8 rows per CTA, 2 rows took 2-4 us less
+// at 16/1 and 10-20 us less at 64/4; 16 and 32 rows took 4-80 us more.
+#ifndef FLASHMSA_COMBINE_ROWS
+#define FLASHMSA_COMBINE_ROWS 2
+#endif
+constexpr int kCombineRows = FLASHMSA_COMBINE_ROWS;
+__global__ void __launch_bounds__(16 * kCombineRows) prefill_combine(const PrefillParams p, const Workspace w, float lse_bias) {
   sm90::pdl_wait();  // a programmatic dependent of the attention kernel: everything below reads its partials
-  const long long idx = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 4);
+  const long long idx = static_cast<long long>(blockIdx.x) * kCombineRows + (threadIdx.x >> 4);
   if (idx >= static_cast<long long>(p.num_rows) * p.num_q_heads) return;
   const long long t = idx / p.num_q_heads;
   const int h = static_cast<int>(idx % p.num_q_heads);
@@ -1204,7 +1211,8 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   if (err == cudaSuccess && p.stop_after == 0) {
     const long long rows = static_cast<long long>(p.num_rows) * p.num_q_heads;
     const float lse_bias = kv_format == at::kBf16 ? 0.0f : -std::log(448.0f);
-    err = sm90::launch_pdl(prefill_combine, static_cast<unsigned>((rows + 7) / 8), 128, 0, stream, (prefill_pdl() & 2) != 0, p,
+    err = sm90::launch_pdl(prefill_combine, static_cast<unsigned>((rows + kCombineRows - 1) / kCombineRows),
+                           16 * kCombineRows, 0, stream, (prefill_pdl() & 2) != 0, p,
                            w, lse_bias);
   }
   const cudaError_t ferr = workspace_free(base, stream);
