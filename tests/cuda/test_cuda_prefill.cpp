@@ -411,7 +411,7 @@ TEST(CudaPrefill, RandomBatches) {
 // three kernels instead of one) and more than 2^19 rows (one counter per row).
 TEST(CudaPrefill, PlanShapes) {
   REQUIRE_GPU();
-  Case hot;  // 16 pages, 32,768 top-k entries
+  Case hot;  // 16 pages, 32,768 top-k slots (the sub-counter rule counts slots)
   hot.reqs = {{2048, 0}};
   hot.hq = 16;
   hot.hkv = 1;

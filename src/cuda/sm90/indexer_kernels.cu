@@ -1648,6 +1648,7 @@ cudaError_t launch_scores(const IndexerParams& p, const int2* map, float* ws, lo
 
 template <int NT, bool kNv>
 cudaError_t launch_decode_scores(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
+  static_assert(kNv, "the per-warp decode scorer runs NVFP4 only (its shared-memory budget assumes 72 bytes per token)");
   const int smem = dec_smem_bytes<NT, kNv>() + 4 * (p.batch + 1);
   static bool configured[64] = {};
   int dev = 0;

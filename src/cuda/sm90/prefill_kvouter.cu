@@ -151,7 +151,8 @@ Workspace carve(const PrefillParams& p, void* base) {
 // then the attention kernel and the combine. All but plan_zero are programmatic
 // dependents of their predecessor (pdl.cuh; the attention kernel and the combine unless
 // FLASHMSA_PREFILL_PDL says otherwise): each plan kernel triggers its dependent at its
-// start (the attention kernel does not: see there), and each kernel waits before it
+// start (the scans after their wait; the attention kernel not at all: see there), and
+// each kernel waits before it
 // touches anything an earlier kernel writes,
 // so the next launch, and whatever part of the next kernel reads only the inputs (top-k,
 // block table, lengths), runs under the previous kernel. Every thread waits
@@ -442,9 +443,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
   }
   // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) before the wait, under
-  // plan_count's atomics, the scans and plan_units (latency-bound kernels that leave most
-  // of the GPU idle). Session 21: in plan_count, where only plan_zero ran beside it, the
-  // FP8 plan took 10 us more than BF16's. q16 is workspace: plan_zero, an ordinary
+  // the scans' tail (they trigger after their wait) and plan_units, small kernels that
+  // leave most of the GPU idle. Session 21: in plan_count, where only plan_zero ran beside
+  // it, the FP8 plan took 10-12 us more than BF16's; here 8-9 us more. q16 is workspace: plan_zero, an ordinary
   // launch, started after all earlier work on the stream, and this kernel starts after
   // it; only the attention kernel (after this kernel's completion) reads q16.
   if (w.q16 != nullptr && live) {
@@ -504,13 +505,18 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     constexpr int kPer = kSub / kRowLanes;  // sub-counters per lane at most
     const int ns = w.nsub, per = ns >= kRowLanes ? ns / kRowLanes : (lane == 0 ? ns : 0);
     const int s0 = lane * per;
-    int c[kPer];
-    int mine = 0;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      c[i] = i < per ? w.counts[r * ns + s0 + i] : 0;
-      mine += c[i];
+    static_assert(kPer == 4, "one int4 of sub-counters per lane at nsub = kSub");
+    int c[kPer] = {0, 0, 0, 0};
+    if (per == kPer) {  // 16-byte aligned: a row's 32 counters start at a multiple of 128 bytes
+      const int4 v = *reinterpret_cast<const int4*>(w.counts + r * ns + s0);
+      c[0] = v.x;
+      c[1] = v.y;
+      c[2] = v.z;
+      c[3] = v.w;
+    } else if (per == 1) {
+      c[0] = w.counts[r * ns + s0];
     }
+    const int mine = (c[0] + c[1]) + (c[2] + c[3]);
     int incl = mine;
 #pragma unroll
     for (int o = 1; o < kRowLanes; o *= 2) {
@@ -1024,6 +1030,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #define FLASHMSA_COMBINE_ROWS 2
 #endif
 constexpr int kCombineRows = FLASHMSA_COMBINE_ROWS;
+static_assert(kCombineRows >= 1 && 16 * kCombineRows <= 1024, "combine CTA: 16 threads per row, <= 1024 threads");
 __global__ void __launch_bounds__(16 * kCombineRows) prefill_combine(const PrefillParams p, const Workspace w, float lse_bias) {
   sm90::pdl_wait();  // a programmatic dependent of the attention kernel: everything below reads its partials
   const long long idx = static_cast<long long>(blockIdx.x) * kCombineRows + (threadIdx.x >> 4);
