@@ -445,9 +445,10 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
   // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) before the wait, under
   // the scans' tail (they trigger after their wait) and plan_units, small kernels that
   // leave most of the GPU idle. Session 21: in plan_count, where only plan_zero ran beside
-  // it, the FP8 plan took 10-12 us more than BF16's; here 8-9 us more. q16 is workspace: plan_zero, an ordinary
-  // launch, started after all earlier work on the stream, and this kernel starts after
-  // it; only the attention kernel (after this kernel's completion) reads q16.
+  // it, the FP8 plan took 10-12 us more than BF16's; here 8-9 us more. q16 is workspace:
+  // plan_zero, an ordinary launch, started after all earlier work on the stream, and this
+  // kernel starts after it; only the attention kernel (after this kernel's completion)
+  // reads q16.
   if (w.q16 != nullptr && live) {
     const int G = p.num_q_heads / p.num_kv_heads;
     const long long tq = i / p.num_kv_heads;
@@ -513,8 +514,10 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
       c[1] = v.y;
       c[2] = v.z;
       c[3] = v.w;
-    } else if (per == 1) {
-      c[0] = w.counts[r * ns + s0];
+    } else {  // nsub 8 (one each) or 1 (lane 0 only)
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        if (i < per) c[i] = w.counts[r * ns + s0 + i];
     }
     const int mine = (c[0] + c[1]) + (c[2] + c[3]);
     int incl = mine;
