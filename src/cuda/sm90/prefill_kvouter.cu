@@ -630,6 +630,29 @@ __device__ __forceinline__ void st_global_hint(void* p, float2 v, std::uint64_t 
                : "memory");
 }
 
+// Partial stores by TMA (FLASHMSA_PREFILL_TMA_STORE, default 1): each query's G staged
+// rows go out as two boxes (one per 128-byte SW128 panel) of the o_part tensor map
+// (encode_o_map: [K T Hq, 128] BF16, box G x 64), issued by one lane per box, instead of
+// 8 shared loads and 8 predicated 16-byte stores per thread. Bulk groups are per thread:
+// an issuing lane waits for its boxes' shared reads (wait_group.read) before the staging
+// buffer is reused (the warpgroup barrier before the next Q gather, the unit barrier,
+// the next stmatrix into a separate staging tile, the kernel's end).
+#ifndef FLASHMSA_PREFILL_TMA_STORE
+#define FLASHMSA_PREFILL_TMA_STORE 1
+#endif
+constexpr bool kTmaStore = FLASHMSA_PREFILL_TMA_STORE != 0;
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, std::uint32_t src, int x, int y,
+                                             std::uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;\n" ::"l"(map),
+      "r"(src), "r"(x), "r"(y), "l"(pol)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() {
+  if constexpr (kTmaStore) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
 // The list entry of this thread's row of M-tile j of unit `un` (-1: padding). Loaded a
 // softmax ahead of issue_q_tile, which depends on it: issued right before the gather,
 // its global round trip was the kernel's largest single stall (ncu, session 15).
@@ -789,23 +812,40 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 
 // Epilogue of one tile (PV retired). The partial is stored unnormalised: BF16(O) (O =
 // sum of P v over the page) at each row's entry slot, staged through an SW128 tile
-// (256-byte rows) with stmatrix and stored as coalesced 16-byte chunks, and the row's
-// (m c, l) pair: its log scale (the raw max times c) and its normaliser. The combine
-// divides (prefill_combine), so the epilogue needs no reciprocal, no 64 multiplies and
-// no logarithm. BF16(O) carries the same relative rounding as BF16(O / l) did.
-__device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const float (&o)[64],
-                                         const float (&m)[2], const float (&l)[2],
-                                         std::uint8_t* stage, const int* s_row, int wg, int wtid) {
+// (256-byte rows) with stmatrix, and the row's (m c, l) pair: its log scale (the raw max
+// times c) and its normaliser. The combine divides (prefill_combine), so the epilogue
+// needs no reciprocal, no 64 multiplies and no logarithm. BF16(O) carries the same
+// relative rounding as BF16(O / l) did.
+// The staged rows go out by TMA (kTmaStore): a query's G rows are one box per 128-byte
+// panel, issued by lane b < 32 / G of the warp that staged them (box b: panel b & 1 of
+// the warp's query b >> 1). H200, session 22 run A: attention 10-13 us faster at (16/1,
+// 8192, 32768) than the 16-byte stores (FLASHMSA_PREFILL_TMA_STORE=0), whose 8 shared
+// loads and 8 predicated stores per thread and tile were most of the epilogue's
+// instructions.
+template <bool kOwnStage>
+__device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const CUtensorMap* o_map,
+                                         const float (&o)[64], const float (&m)[2], const float (&l)[2],
+                                         std::uint8_t* stage, const int* s_row, int G, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
+  // A staging tile of its own (QGMMA) is rewritten by the next epilogue: this warp's
+  // boxes of the previous tile must have been read out of it.
+  if constexpr (kTmaStore && kOwnStage) {
+    bulk_wait_read();
+    __syncwarp();
+  }
   // The row indices first: their shared loads are not ordered behind the stmatrix (asm
   // with a memory clobber) and their latency hides under it (ncu, session 16: the first
   // use of s_row was the kernel's second largest stall).
   const int r_ml = lane & 1;  // row r_ml of the quad's two rows goes out through lane 4 q + r_ml
   const int orow_ml = s_row[64 * wg + 16 * warp + (lane >> 2) + 8 * r_ml];
-  const int r0 = 64 * wg + 16 * warp + 8 * (lane >> 4);  // this lane's 8 stored rows (below)
+  const int rb = 64 * wg + 16 * warp + (lane >> 1) * G;  // TMA: the first row of this lane's box
+  const int ybox = kTmaStore && lane < 32 / G ? s_row[rb] : -1;
+  const int r0 = 64 * wg + 16 * warp + 8 * (lane >> 4);  // 16-byte stores: this lane's 8 rows
   int orow[8];
+  if constexpr (!kTmaStore) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) orow[i] = s_row[r0 + i];
+    for (int i = 0; i < 8; ++i) orow[i] = s_row[r0 + i];
+  }
   {
     // Matrices of stmatrix s: (column group 2 s + (k >> 1), row half k & 1), k = 0..3.
     const int q = lane >> 3;
@@ -823,28 +863,39 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                    make_float2((r_ml ? m[1] : m[0]) * p.c, r_ml ? l[1] : l[0]), l2_evict_first());
   // Each warp stores the 16 rows its own stmatrix staged, so a warp barrier orders the
   // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
-  // 16): lane stores chunk lane % 16 of rows r0 + i. The row's partial index comes
-  // precomputed from the gather (s_row): address arithmetic per store was most of the
-  // epilogue's instructions (ncu, session 14). All eight staged chunks are loaded before
-  // the first store (o is dead after the stmatrix): loaded one by one, each store waited
-  // on its shared load (ncu, session 16).
-  __syncwarp();
-  const int ch = lane & 15;
-  std::uint16_t* const o_base = w.o_part + ch * 8;
-  const std::uint64_t pol = l2_evict_first();
-  // Row r0 + i has swizzle phase i (r0 is a multiple of 8): chunk ch sits at 16 ((ch & 7) ^ i).
-  const std::uint8_t* src0 = stage + (ch >> 3) * (kTileRows * 128) + r0 * 128;
-  uint4 v[8];
+  // 16). The row's partial index comes precomputed from the gather (s_row): address
+  // arithmetic per store was most of the epilogue's instructions (ncu, session 14).
+  if constexpr (kTmaStore) {
+    at::fence_view_async_shared();  // the stmatrix writes, before the TMA engine reads them
+    __syncwarp();
+    if (ybox >= 0) {  // padding queries (s_row -1) store nothing
+      const int panel = lane & 1;
+      tma_store_2d(o_map, gm::smem_addr(stage) + panel * (kTileRows * 128) + rb * 128, 64 * panel, ybox,
+                   l2_evict_first());
+      bulk_commit();
+    }
+  } else {
+    // Lane stores chunk lane % 16 of rows r0 + i; all eight staged chunks are loaded
+    // before the first store (ncu, session 16).
+    __syncwarp();
+    const int ch = lane & 15;
+    std::uint16_t* const o_base = w.o_part + ch * 8;
+    const std::uint64_t pol = l2_evict_first();
+    // Row r0 + i has swizzle phase i (r0 is a multiple of 8): chunk ch sits at 16 ((ch & 7) ^ i).
+    const std::uint8_t* src0 = stage + (ch >> 3) * (kTileRows * 128) + r0 * 128;
+    uint4 v[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = *reinterpret_cast<const uint4*>(src0 + 128 * i + (((ch & 7) ^ i) << 4));
+    for (int i = 0; i < 8; ++i) v[i] = *reinterpret_cast<const uint4*>(src0 + 128 * i + (((ch & 7) ^ i) << 4));
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
-    st_global_hint_if(orow[i] >= 0, o_base + static_cast<long long>(max(orow[i], 0)) * 128, v[i], pol);
+    for (int i = 0; i < 8; ++i)
+      st_global_hint_if(orow[i] >= 0, o_base + static_cast<long long>(max(orow[i], 0)) * 128, v[i], pol);
+  }
 }
 
 template <int FMT, bool QK16>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_attention(const PrefillParams p, const Workspace w, const __grid_constant__ CUtensorMap q_map) {
+    prefill_attention(const PrefillParams p, const Workspace w, const __grid_constant__ CUtensorMap q_map,
+                      const __grid_constant__ CUtensorMap o_map) {
   using S = Smem<FMT, QK16>;
   using PB = at::PageBytes<FMT, QK16>;
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
@@ -913,7 +964,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (k+2)-th is 2 gridDim.x + a ticket that thread 0 takes during its k-th unit's last
   // tile and publishes in s_sched[k & 1] for the unit barrier of unit k+1.
   for (int k = 0;; ++k) {
-    // This unit's page and first Q tile; every warpgroup is past the previous unit.
+    // This unit's page and first Q tile; every warpgroup is past the previous unit (and
+    // its boxes are out of the staging tiles).
+    bulk_wait_read();
     at::cp_async_wait<0>();
     at::fence_view_async_shared();
     __syncthreads();
@@ -964,6 +1017,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const std::int8_t* lim = lim_of(n);
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
       }
+      bulk_wait_read();               // tile n-1's boxes are out of its staging (position n+2's Q tile)
       at::fence_view_async_shared();  // tile n-1's generic staging accesses before the TMA below
       wg_barrier(wg);                 // tile n-1's epilogue is done (its buffers are position n+2's)
       wait_q(wg, n + 1);
@@ -982,7 +1036,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       gm::wait<1>();  // PV(n); QK(n+1) stays in flight
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      epilogue<!S::kQ16>(p, w, &o_map, o, m, l, stage_of(n), ent_of(n), G, wg, wtid);
       gm::wait<0>();  // QK(n+1)
       gm::fence_operands(s);
     }
@@ -1006,7 +1060,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       gm::wait<0>();
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue(p, w, o, m, l, stage_of(n), ent_of(n), wg, wtid);
+      epilogue<!S::kQ16>(p, w, &o_map, o, m, l, stage_of(n), ent_of(n), G, wg, wtid);
       if (tid == 0 && has_next) {
         const int after = 2 * static_cast<int>(gridDim.x) + ticket;
         s_sched[k & 1] = after < w.unit_ptr[num_csr_rows(p)] ? after : -1;
@@ -1017,6 +1071,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     pb ^= 1;
   }
   at::cp_async_wait<0>();
+  bulk_wait_read();  // the shared memory outlives the TMA stores' reads
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1099,13 +1154,18 @@ using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t
                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-cudaError_t encode_q_map(const PrefillParams& p, const Workspace& w, bool bf16, bool qk16, CUtensorMap* map) {
+EncodeTiledFn encode_tiled() {
   static const EncodeTiledFn encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
     return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiledFn>(fn) : nullptr;
   }();
+  return encode;
+}
+
+cudaError_t encode_q_map(const PrefillParams& p, const Workspace& w, bool bf16, bool qk16, CUtensorMap* map) {
+  const EncodeTiledFn encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   const bool wide = bf16 || qk16;  // 16-bit elements: BF16, or QK16's F16 copy
   const std::uint64_t es = wide ? 2 : 1;
@@ -1126,6 +1186,25 @@ cudaError_t encode_q_map(const PrefillParams& p, const Workspace& w, bool bf16, 
   const CUresult r = encode(map, type, 3, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// The o_part tensor map of the epilogue's TMA stores: o_part as [K T Hq rows, 128] BF16
+// (256-byte rows, contiguous), box G rows x 64 values (128 bytes, SW128): a query's G
+// heads are consecutive rows (o_part[slot, t, h]), so one box per query and panel, at
+// the row index of its first head (s_row). The launch checks K T Hq < 2^31.
+cudaError_t encode_o_map(const PrefillParams& p, const Workspace& w, CUtensorMap* map) {
+  const EncodeTiledFn encode = encode_tiled();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t rows = static_cast<cuuint64_t>(p.topk_k) * static_cast<cuuint64_t>(p.num_rows) *
+                          static_cast<cuuint64_t>(p.num_q_heads);
+  const cuuint64_t dims[2] = {128, rows};
+  const cuuint64_t strides[1] = {256};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(p.num_q_heads / p.num_kv_heads)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w.o_part, dims, strides, box, elem,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -1158,7 +1237,11 @@ cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream
   CUtensorMap q_map;
   err = encode_q_map(p, w, FMT == at::kBf16, QK16, &q_map);
   if (err != cudaSuccess) return err;
-  return sm90::launch_pdl(prefill_attention<FMT, QK16>, sms[dev], kThreads, smem, stream, (prefill_pdl() & 1) != 0, p, w, q_map);
+  CUtensorMap o_map{};  // unused (zero) with the 16-byte store epilogue
+  if (kTmaStore) err = encode_o_map(p, w, &o_map);
+  if (err != cudaSuccess) return err;
+  return sm90::launch_pdl(prefill_attention<FMT, QK16>, sms[dev], kThreads, smem, stream, (prefill_pdl() & 1) != 0, p,
+                          w, q_map, o_map);
 }
 
 }  // namespace
