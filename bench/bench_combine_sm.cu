@@ -159,6 +159,55 @@ __global__ void __launch_bounds__(kThreads) combine_bulk(const std::uint8_t* o_p
   }
 }
 
+// occ: prefill_combine's own shape (16 threads per row, R rows per CTA, every load in
+// flight before the merge, one row per thread group, no grid stride), many CTAs per SM,
+// confined to `free` SMs while a hog kernel holds the others (session 22: a combine that
+// runs beside the attention kernel on a few SMs left to it).
+template <int R>
+__global__ void __launch_bounds__(16 * R) combine_occ(const std::uint8_t* o_part, const float2* ml_part,
+                                                      std::uint8_t* out, long long rows) {
+  const long long row = static_cast<long long>(blockIdx.x) * R + (threadIdx.x >> 4);
+  const int d0 = (threadIdx.x & 15) * 8;
+  if (row >= rows) return;
+  float2 ml[kSlots];
+  uint4 ov[kSlots];
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    ml[k] = ml_part[k * rows + row];
+    ov[k] = *reinterpret_cast<const uint4*>(o_part + ((k * rows + row) * 128 + d0) * 2);
+  }
+  *reinterpret_cast<uint4*>(out + (row * 128 + d0) * 2) = merge(ml, ov);
+}
+
+// Holds one SM per CTA (224 KB of shared memory, so no combine CTA with any dynamic
+// shared memory fits beside it) until *release is set; counts itself in *ready first.
+// Both spins give up after about 2 s (a hog that never became resident, a combine that
+// never ran) and set flags[2], which the host reports as an error.
+__global__ void hog(volatile int* release, int* ready) {
+  if (threadIdx.x == 0) {
+    atomicAdd(ready, 1);
+    const long long t0 = clock64();
+    while (*release == 0) {
+      __nanosleep(1000);
+      if (clock64() - t0 > 4000000000LL) {
+        atomicExch(ready + 1, 1);
+        break;
+      }
+    }
+  }
+}
+__global__ void wait_ready(volatile int* ready, int n) {
+  const long long t0 = clock64();
+  while (*ready < n) {
+    __nanosleep(500);
+    if (clock64() - t0 > 4000000000LL) {
+      atomicExch(const_cast<int*>(ready) + 1, 2);
+      break;
+    }
+  }
+}
+__global__ void set_flag(int* release) { *release = 1; }
+
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> v;
   size_t p = 0;
@@ -174,15 +223,17 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   long long rows = 131072;  // 8192 queries x 16 heads: the (16/1, 8192, 32768) case
-  std::string ctas = "132,66,33,16,8", csv;
+  std::string ctas = "132,66,33,16,8", csv, free_sms = "132,33,16,12,8";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) rows = std::atoll(argv[++i]);
     else if (a == "--ctas" && i + 1 < argc) ctas = argv[++i];
     else if (a == "--csv" && i + 1 < argc) csv = argv[++i];
+    else if (a == "--free-sms" && i + 1 < argc) free_sms = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_combine_sm [--rows N (multiple of 16)] [--ctas a,b,..] [--csv file]\n");
+      std::fprintf(stderr, "usage: bench_combine_sm [--rows N (multiple of 16)] [--ctas a,b,..] [--free-sms a,b,..] [--csv file]\n");
       return 2;
     }
   }
@@ -251,6 +302,65 @@ int main(int argc, char** argv) {
       std::printf("%s", line);
       if (f) std::fputs(line, f);
     }
+  {  // occ: combine_occ on `free` SMs, the others held by hog (on its own stream)
+    int nsm = 0;
+    CUDA_OK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
+    int* flags = nullptr;  // [0] release, [1] ready, [2] a spin gave up
+    CUDA_OK(cudaMalloc(&flags, 12));
+    const int hog_smem = 224 * 1024, occ_smem = 4096;
+    CUDA_OK(cudaFuncSetAttribute(hog, cudaFuncAttributeMaxDynamicSharedMemorySize, hog_smem));
+    // Load every kernel of the concurrent pair before the first launch: with lazy module
+    // loading, loading wait_ready while hog runs waits for hog, which waits for it.
+    cudaFuncAttributes fa;
+    CUDA_OK(cudaFuncGetAttributes(&fa, hog));
+    CUDA_OK(cudaFuncGetAttributes(&fa, wait_ready));
+    CUDA_OK(cudaFuncGetAttributes(&fa, set_flag));
+    CUDA_OK(cudaFuncGetAttributes(&fa, combine_occ<2>));
+    CUDA_OK(cudaFuncGetAttributes(&fa, combine_occ<8>));
+    cudaStream_t sa, sb;
+    CUDA_OK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
+    for (int rpc : {2, 8})
+      for (int free : parse_list(free_sms)) {
+        const int held = std::max(0, nsm - free);
+        std::vector<float> ms;
+        for (int rep = 0; rep < 7; ++rep) {
+          CUDA_OK(cudaMemset(flags, 0, 12));
+          CUDA_OK(cudaDeviceSynchronize());
+          if (held > 0) {
+            hog<<<held, 32, hog_smem, sa>>>(flags, flags + 1);
+            CUDA_OK(cudaGetLastError());
+            wait_ready<<<1, 1, 0, sb>>>(flags + 1, held);
+            CUDA_OK(cudaGetLastError());
+          }
+          CUDA_OK(cudaEventRecord(e0, sb));
+          const unsigned grid = static_cast<unsigned>((rows + rpc - 1) / rpc);
+          if (rpc == 2) combine_occ<2><<<grid, 32, occ_smem, sb>>>(o, ml, out, rows);
+          else combine_occ<8><<<grid, 128, occ_smem, sb>>>(o, ml, out, rows);
+          CUDA_OK(cudaGetLastError());
+          CUDA_OK(cudaEventRecord(e1, sb));
+          set_flag<<<1, 1, 0, sb>>>(flags);
+          CUDA_OK(cudaDeviceSynchronize());
+          int gave_up = 0;
+          CUDA_OK(cudaMemcpy(&gave_up, flags + 2, 4, cudaMemcpyDeviceToHost));
+          if (gave_up != 0) {
+            std::fprintf(stderr, "occ: free %d: a spin gave up (%d)\n", free, gave_up);
+            return 1;
+          }
+          float t = 0;
+          CUDA_OK(cudaEventElapsedTime(&t, e0, e1));
+          if (rep >= 2) ms.push_back(t);
+        }
+        std::sort(ms.begin(), ms.end());
+        const double us = ms[ms.size() / 2] * 1000.0;
+        char line[256];
+        std::snprintf(line, sizeof line, "occ%d,%d,%lld,%.1f,%.1f,%.2f\n", rpc, free, rows, us,
+                      bytes / (us * 1e-6) / 1e9, bytes / (us * 1e-6) / 1e9 / free);
+        std::printf("%s", line);
+        if (f) std::fputs(line, f);
+      }
+    CUDA_OK(cudaFree(flags));
+  }
   if (f) std::fclose(f);
   return 0;
 }
