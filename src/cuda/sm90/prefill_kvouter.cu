@@ -28,7 +28,13 @@ namespace gm = ::flashmsa::cuda::sm90::gmma;
 
 constexpr int kThreads = 256;         // 2 consumer warpgroups
 constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
-constexpr int kTilesPerUnit = 8;      // M-tiles per work unit (one page load each)
+// M-tiles per work unit (one page load each). H200, session 22 run E (TMA-store epilogue),
+// whole call at (16/1, 8192, 32768), BF16 / Q8KV8 / Q8KV4: 6 tiles 499-500 / 520-521 /
+// 539 us, 8 490-491 / 509-513 / 525, 12 485 / 499-501 / 510-512, 16 491-493 / 506 /
+// 513-515; at (64/4, 8192, 32768) 12 saves 26-30 / 44-47 / 59-68 us against 8 (16
+// saves a little more there, and at prefix 0, but less at the floor case). Session 16
+// (16-byte stores) had measured 8 best for BF16.
+constexpr int kTilesPerUnit = 12;
 constexpr int kPlanThreads = 256;
 constexpr int kScanThreads = 256;                      // row scans: reduce, then scan
 constexpr int kScanItems = 16;
