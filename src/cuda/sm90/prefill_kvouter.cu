@@ -807,8 +807,9 @@ __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64
 // stmatrix.x4: four 8x8 b16 matrices; lane i gives the shared address of row i % 8 of
 // matrix i / 8, and register k holds the lane's two elements of matrix k (the mma
 // accumulator layout: row lane / 4, columns 2 (lane % 4) + {0, 1}). Not CuTe's
-// SM90_U32x4_STSM_N: its asm has no memory clobber, and the staged rows are read back by
-// other lanes of the warp right after a __syncwarp.
+// SM90_U32x4_STSM_N: its asm has no memory clobber, and the staged rows are read right
+// after a proxy fence and a __syncwarp (by the TMA engine, or by other lanes of the warp
+// with FLASHMSA_PREFILL_TMA_STORE=0).
 __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1,
                                             std::uint32_t r2, std::uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),

@@ -12,14 +12,14 @@
 //      entry's partial depends only on its own query row and page, never on its tile
 //      neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
-//      rows) take work units = (row, up to kTilesPerUnit = 8 M-tiles) from a dynamic
+//      rows) take work units = (row, up to kTilesPerUnit = 12 M-tiles) from a dynamic
 //      schedule (ticket counter; outputs do not depend on it). The page is loaded
 //      once per unit (double-buffered across units), the Q tiles are gathered by TMA
 //      two tiles ahead and each warpgroup issues tile n+1's QK wgmma before
 //      tile n's epilogue; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
 //      single-page softmax per (query, head); the unnormalised partial O (BF16)
-//      and its (log scale m c, normaliser l) pair (FP32) go to [K, T, Hq, 128] /
-//      [K, T, Hq, 2] at the entry's slot.
+//      (stored by TMA, one box per query) and its (log scale m c, normaliser l) pair
+//      (FP32) go to [K, T, Hq, 128] / [K, T, Hq, 2] at the entry's slot.
 //   3. combine: per (query, head), the valid slots in ascending order, w_j = exp(s_j - M):
 //      O = BF16(v_global * sum w_j O_j / sum w_j l_j), LSE = M + ln sum w_j l_j (- ln 448
 //      on the FP8 paths); empty rows give 0 and -inf (D5).
