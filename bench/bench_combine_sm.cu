@@ -78,21 +78,26 @@ __device__ __forceinline__ uint4 merge(const float2 (&ml)[kSlots], const uint4 (
   return o;
 }
 
+// One row, this thread's 8 dims: all 16 slots' loads in flight, then the merge.
+__device__ __forceinline__ void combine_row(const std::uint8_t* o_part, const float2* ml_part, std::uint8_t* out,
+                                            long long rows, long long row, int d0) {
+  float2 ml[kSlots];
+  uint4 ov[kSlots];
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    ml[k] = ml_part[k * rows + row];
+    ov[k] = *reinterpret_cast<const uint4*>(o_part + ((k * rows + row) * 128 + d0) * 2);
+  }
+  *reinterpret_cast<uint4*>(out + (row * 128 + d0) * 2) = merge(ml, ov);
+}
+
 __global__ void __launch_bounds__(kThreads) combine_regs(const std::uint8_t* o_part, const float2* ml_part,
                                                          std::uint8_t* out, long long rows) {
   const int r = threadIdx.x >> 4, d0 = (threadIdx.x & 15) * 8;
   for (long long base = static_cast<long long>(blockIdx.x) * kRowsPerStep; base < rows;
        base += static_cast<long long>(gridDim.x) * kRowsPerStep) {
     const long long row = base + r;
-    if (row >= rows) continue;
-    float2 ml[kSlots];
-    uint4 ov[kSlots];
-#pragma unroll
-    for (int k = 0; k < kSlots; ++k) {
-      ml[k] = ml_part[k * rows + row];
-      ov[k] = *reinterpret_cast<const uint4*>(o_part + ((k * rows + row) * 128 + d0) * 2);
-    }
-    *reinterpret_cast<uint4*>(out + (row * 128 + d0) * 2) = merge(ml, ov);
+    if (row < rows) combine_row(o_part, ml_part, out, rows, row, d0);
   }
 }
 
@@ -168,15 +173,7 @@ __global__ void __launch_bounds__(16 * R) combine_occ(const std::uint8_t* o_part
                                                       std::uint8_t* out, long long rows) {
   const long long row = static_cast<long long>(blockIdx.x) * R + (threadIdx.x >> 4);
   const int d0 = (threadIdx.x & 15) * 8;
-  if (row >= rows) return;
-  float2 ml[kSlots];
-  uint4 ov[kSlots];
-#pragma unroll
-  for (int k = 0; k < kSlots; ++k) {
-    ml[k] = ml_part[k * rows + row];
-    ov[k] = *reinterpret_cast<const uint4*>(o_part + ((k * rows + row) * 128 + d0) * 2);
-  }
-  *reinterpret_cast<uint4*>(out + (row * 128 + d0) * 2) = merge(ml, ov);
+  if (row < rows) combine_row(o_part, ml_part, out, rows, row, d0);
 }
 
 // Holds one SM per CTA (224 KB of shared memory, so no combine CTA with any dynamic
