@@ -28,13 +28,22 @@ namespace gm = ::flashmsa::cuda::sm90::gmma;
 
 constexpr int kThreads = 256;         // 2 consumer warpgroups
 constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
-// M-tiles per work unit (one page load each). H200, session 22 run E (TMA-store epilogue),
-// whole call at (16/1, 8192, 32768), BF16 / Q8KV8 / Q8KV4: 6 tiles 499-500 / 520-521 /
-// 539 us, 8 490-491 / 509-513 / 525, 12 485 / 499-501 / 510-512, 16 491-493 / 506 /
-// 513-515; at (64/4, 8192, 32768) 12 saves 26-30 / 44-47 / 59-68 us against 8 (16
-// saves a little more there, and at prefix 0, but less at the floor case). Session 16
+// M-tiles per work unit (one page load each). H200, session 22: with units dispatched
+// in CSR row order (run E), 12 beat 8 and 16 at the floor case (16/1, 8192, 32768); with
+// the dispatch order by KV head, then largest first (kOrderClasses; run I), 16 beats 12
+// at every issue shape (BF16 / Q8KV8 / Q8KV4 at the floor case 476-478 / 489-490 /
+// 496-499 us against 480-483 / 496-497 / 506-511; (64/4, 8192, 0) 1560-1567 /
+// 1618-1626 / 1659-1666 against 1596-1598 / 1654-1657 / 1694-1705). Session 16
 // (16-byte stores) had measured 8 best for BF16.
-constexpr int kTilesPerUnit = 12;
+constexpr int kTilesPerUnit = 16;
+constexpr int kMaxTilesPerUnit = 64;  // FLASHMSA_PREFILL_TILES_PER_UNIT's range
+// Dispatch order of the work units (plan_units ranks, plan_fill sorts): by KV head, then
+// largest first. Largest first (longest-processing-time order) keeps the kernel's tail
+// short; KV head first keeps one head's Q rows (T x G x 256 bytes) the hot set in L2.
+// Classes: KV head x size, at most kOrderClasses (more KV heads than that share classes
+// by size only).
+constexpr int kOrderClasses = 1024;
+constexpr int kOrderBlocks = 32;  // plan_fill CTAs that do the sort (the others skip it)
 constexpr int kPlanThreads = 256;
 constexpr int kScanThreads = 256;                      // row scans: reduce, then scan
 constexpr int kScanItems = 16;
@@ -73,12 +82,16 @@ struct Workspace {
   int* row_ptr = nullptr;           // [N+1]
   int* unit_ptr = nullptr;          // [N+1] work units before each row
   int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
-  UnitDesc* units = nullptr;        // [unit capacity]
+  UnitDesc* units = nullptr;        // [unit capacity] in dispatch order
   int* list = nullptr;              // [Hkv * T * K] (query << 4) | slot
   unsigned* vmask = nullptr;        // [T * Hkv] valid slots (bit k)
   std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128] unnormalised partial O
   float* ml_part = nullptr;         // f32 [K, T, Hq, 2] (m c, l): log scale and normaliser of o_part
   std::uint16_t* q16 = nullptr;     // f16 [T, Hq, 128]: the E4M3 query's exact F16 image (QK16 only)
+  int* size_count = nullptr;        // = sched + 1: [kOrderClasses] work units per order class (zeroed)
+  int2* unit_key = nullptr;         // [unit capacity] (order class, rank in the class) (plan_units)
+  UnitDesc* units_by_row = nullptr;  // [unit capacity] plan_units' descriptors in CSR row order (plan_fill
+                                     // moves them into `units` in dispatch order: largest first)
   std::int64_t bytes = 0;
 };
 
@@ -100,7 +113,7 @@ int tiles_per_unit() {
   static const int tpu = [] {
     const char* e = std::getenv("FLASHMSA_PREFILL_TILES_PER_UNIT");
     const int v = e != nullptr ? std::atoi(e) : 0;
-    return v >= 1 && v <= 64 ? v : kTilesPerUnit;
+    return v >= 1 && v <= kMaxTilesPerUnit ? v : kTilesPerUnit;
   }();
   return tpu;
 }
@@ -116,7 +129,8 @@ Workspace carve(const PrefillParams& p, void* base) {
   w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
   w.tpu = tiles_per_unit();
   const std::int64_t S = w.nsub;
-  const std::int64_t sizes[11] = {(N * S + 1) * 4,
+  const std::int64_t ucap = unit_capacity(p, w.tpu);
+  const std::int64_t sizes[13] = {(N * S + 1 + kOrderClasses) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
@@ -126,11 +140,13 @@ Workspace carve(const PrefillParams& p, void* base) {
                                  K * T * p.num_q_heads * 128 * 2,
                                  K * T * p.num_q_heads * 8,
                                  N * S * 4,
-                                 uses_q16(p) ? T * p.num_q_heads * 128 * 2 : 0};
+                                 uses_q16(p) ? T * p.num_q_heads * 128 * 2 : 0,
+                                 ucap * 8,
+                                 ucap * static_cast<std::int64_t>(sizeof(UnitDesc))};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
-  void* ptrs[11];
-  for (int i = 0; i < 11; ++i) {
+  void* ptrs[13];
+  for (int i = 0; i < 13; ++i) {
     ptrs[i] = b ? b + off : nullptr;
     off += align256(sizes[i]);
   }
@@ -146,6 +162,9 @@ Workspace carve(const PrefillParams& p, void* base) {
   w.ml_part = static_cast<float*>(ptrs[8]);
   w.sub_ptr = static_cast<int*>(ptrs[9]);
   w.q16 = uses_q16(p) ? static_cast<std::uint16_t*>(ptrs[10]) : nullptr;
+  w.size_count = w.sched ? w.sched + 1 : nullptr;
+  w.unit_key = static_cast<int2*>(ptrs[11]);
+  w.units_by_row = static_cast<UnitDesc*>(ptrs[12]);
   w.bytes = off;
   return w;
 }
@@ -462,6 +481,25 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     for (int c = k; c < 8 * G; c += 16) widen_q_chunk(p, w.q16, tq, h0 + (c >> 3), c & 7);
   }
   sm90::pdl_wait();  // vmask (plan_count), counts and sub_ptr (plan_units)
+  if (blockIdx.x < kOrderBlocks) {  // The dispatch order (see kOrderClasses): a counting sort, ranked by plan_units.
+    using Scan = cub::BlockScan<int, kPlanThreads>;
+    constexpr int kPer = kOrderClasses / kPlanThreads;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ int s_base[kOrderClasses];
+    int c[kPer];
+#pragma unroll
+    for (int x = 0; x < kPer; ++x) c[x] = w.size_count[threadIdx.x * kPer + x];
+    Scan(tmp).ExclusiveSum(c, c);
+#pragma unroll
+    for (int x = 0; x < kPer; ++x) s_base[threadIdx.x * kPer + x] = c[x];
+    __syncthreads();
+    const int nunits = w.unit_ptr[num_csr_rows(p)];
+    const int stride = min(static_cast<int>(gridDim.x), kOrderBlocks) * kPlanThreads;
+    for (int u = blockIdx.x * kPlanThreads + threadIdx.x; u < nunits; u += stride) {
+      const int2 key = w.unit_key[u];
+      w.units[s_base[key.x] + key.y] = w.units_by_row[u];
+    }
+  }
   const bool valid = live && ((w.vmask[i] >> k) & 1u);  // bits >= K are 0
   const long long key = valid ? (base + e) * w.nsub + plan_sub(w, j) : -1;
   const unsigned peers = __match_any_sync(0xffffffffu, key);
@@ -547,7 +585,18 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     d.ntiles = min(w.tpu, tiles - k * w.tpu);
     d.begin = rb + k * w.tpu * qpt;
     d.end = min(rb + n, d.begin + d.ntiles * qpt);
-    w.units[u0 + k] = d;
+    w.units_by_row[u0 + k] = d;
+    // The unit's rank in its order class (KV head, then tpu - ntiles: largest first), one
+    // atomic per class and warp; plan_fill turns (class, rank) into the dispatch order.
+    const int size_class = w.tpu - d.ntiles;
+    const int key = p.num_kv_heads * w.tpu <= kOrderClasses ? d.g * w.tpu + size_class : size_class;
+    const int wl = threadIdx.x & 31;
+    const unsigned peers = __match_any_sync(__activemask(), key);
+    const int lead = __ffs(peers) - 1;
+    int first = 0;
+    if (wl == lead) first = atomicAdd(&w.size_count[key], __popc(peers));
+    first = __shfl_sync(peers, first, lead);
+    w.unit_key[u0 + k] = make_int2(key, first + __popc(peers & ((1u << wl) - 1u)));
   }
 }
 
@@ -1275,7 +1324,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const unsigned row_blocks = static_cast<unsigned>((N * kRowLanes + kPlanThreads - 1) / kPlanThreads);
   const int qpt = kTileRows / G;
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
-  const long long nzero = N * w.nsub + 1;  // counts and sched
+  const long long nzero = N * w.nsub + 1 + kOrderClasses;  // counts, sched, size_count
   const long long zero_blocks = (nzero + kPlanThreads - 1) / kPlanThreads;
   // The plan: plan_zero, then programmatic dependents (see "Plan." above).
   plan_zero<<<static_cast<unsigned>(zero_blocks < kZeroMaxBlocks ? zero_blocks : kZeroMaxBlocks), kPlanThreads, 0,

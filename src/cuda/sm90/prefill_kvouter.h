@@ -8,12 +8,15 @@
 //      a counting pass, one thread per top-k slot, with warp-aggregated atomics on 8
 //      sub-counters per row (32 on hot rows, 1 for huge plans), exclusive
 //      scans of entries and work units per row (reduce-then-scan), a pass writing each
-//      row's sub-range starts and work-unit descriptors, a fill pass. The order inside a row is not fixed, and does not need to be: every
+//      row's sub-range starts and work-unit descriptors (ranked for the dispatch order),
+//      a fill pass (which first sorts the units into that order). The order inside a
+//      row is not fixed, and does not need to be: every
 //      entry's partial depends only on its own query row and page, never on its tile
 //      neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
-//      rows) take work units = (row, up to kTilesPerUnit = 12 M-tiles) from a dynamic
-//      schedule (ticket counter; outputs do not depend on it). The page is loaded
+//      rows) take work units = (row, up to kTilesPerUnit = 16 M-tiles) from a dynamic
+//      schedule (ticket counter over the plan's order: KV head, then largest units
+//      first; outputs do not depend on it). The page is loaded
 //      once per unit (double-buffered across units), the Q tiles are gathered by TMA
 //      two tiles ahead and each warpgroup issues tile n+1's QK wgmma before
 //      tile n's epilogue; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
