@@ -259,6 +259,16 @@ int main(int argc, char** argv) {
   std::printf("%s", hdr);
   if (f) std::fputs(hdr, f);
   const double bytes = static_cast<double>(o_bytes + ml_bytes) + rows * 256.0;
+  // One CSV line: the median of the timed repeats, total and per-SM (per CTA) GB/s.
+  auto report = [&](const char* mode, int n, std::vector<float>& ms) {
+    std::sort(ms.begin(), ms.end());
+    const double us = ms[ms.size() / 2] * 1000.0;
+    char line[256];
+    std::snprintf(line, sizeof line, "%s,%d,%lld,%.1f,%.1f,%.2f\n", mode, n, rows, us, bytes / (us * 1e-6) / 1e9,
+                  bytes / (us * 1e-6) / 1e9 / n);
+    std::printf("%s", line);
+    if (f) std::fputs(line, f);
+  };
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
@@ -291,13 +301,7 @@ int main(int argc, char** argv) {
         CUDA_OK(cudaEventElapsedTime(&t, e0, e1));
         if (rep >= 2) ms.push_back(t);
       }
-      std::sort(ms.begin(), ms.end());
-      const double us = ms[ms.size() / 2] * 1000.0;
-      char line[256];
-      std::snprintf(line, sizeof line, "%s,%d,%lld,%.1f,%.1f,%.2f\n", mode == 0 ? "regs" : "bulk", n, rows, us,
-                    bytes / (us * 1e-6) / 1e9, bytes / (us * 1e-6) / 1e9 / n);
-      std::printf("%s", line);
-      if (f) std::fputs(line, f);
+      report(mode == 0 ? "regs" : "bulk", n, ms);
     }
   {  // occ: combine_occ on `free` SMs, the others held by hog (on its own stream)
     int nsm = 0;
@@ -348,13 +352,7 @@ int main(int argc, char** argv) {
           CUDA_OK(cudaEventElapsedTime(&t, e0, e1));
           if (rep >= 2) ms.push_back(t);
         }
-        std::sort(ms.begin(), ms.end());
-        const double us = ms[ms.size() / 2] * 1000.0;
-        char line[256];
-        std::snprintf(line, sizeof line, "occ%d,%d,%lld,%.1f,%.1f,%.2f\n", rpc, free, rows, us,
-                      bytes / (us * 1e-6) / 1e9, bytes / (us * 1e-6) / 1e9 / free);
-        std::printf("%s", line);
-        if (f) std::fputs(line, f);
+        report(rpc == 2 ? "occ2" : "occ8", free, ms);
       }
     CUDA_OK(cudaFree(flags));
   }
