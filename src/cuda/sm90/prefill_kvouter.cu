@@ -30,12 +30,13 @@ constexpr int kThreads = 256;         // 2 consumer warpgroups
 constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
 // M-tiles per work unit (one page load each). H200, session 22: with units dispatched
 // in CSR row order (run E), 12 beat 8 and 16 at the floor case (16/1, 8192, 32768); with
-// the dispatch order by KV head, then largest first (kOrderClasses; run I), 16 beats 12
-// at every issue shape (BF16 / Q8KV8 / Q8KV4 at the floor case 476-478 / 489-490 /
-// 496-499 us against 480-483 / 496-497 / 506-511; (64/4, 8192, 0) 1560-1567 /
-// 1618-1626 / 1659-1666 against 1596-1598 / 1654-1657 / 1694-1705). Session 16
-// (16-byte stores) had measured 8 best for BF16.
-constexpr int kTilesPerUnit = 16;
+// the dispatch order by KV head, then largest first (kOrderClasses; runs I and K),
+// larger units pay: BF16 / Q8KV8 / Q8KV4 at the floor case 12 tiles 480-483 / 496-497 /
+// 506-511 us, 16 479-481 / 490-493 / 499-503, 24 468-469 / 479-481 / 487-489, 32
+// 466-468 / 477 / 484; 32 is also best at (64/4, *) and (16/1, 16384, 114688) but 12-15
+// us slower than 24 at (16/1, 8192, 0), where 64 rows give too few units for 132 CTAs.
+// Session 16 (16-byte stores) had measured 8 best for BF16.
+constexpr int kTilesPerUnit = 24;
 constexpr int kMaxTilesPerUnit = 64;  // FLASHMSA_PREFILL_TILES_PER_UNIT's range
 // Dispatch order of the work units (plan_units ranks, plan_fill sorts): by KV head, then
 // largest first. Largest first (longest-processing-time order) keeps the kernel's tail
