@@ -41,8 +41,8 @@ constexpr int kMaxTilesPerUnit = 64;  // FLASHMSA_PREFILL_TILES_PER_UNIT's range
 // Dispatch order of the work units (plan_units ranks, plan_fill sorts): by KV head, then
 // largest first. Largest first (longest-processing-time order) keeps the kernel's tail
 // short; KV head first keeps one head's Q rows (T x G x 256 bytes) the hot set in L2.
-// Classes: KV head x size, at most kOrderClasses (more KV heads than that share classes
-// by size only).
+// Classes: KV head x size (the launch checks Hkv x tiles per unit <= kOrderClasses; D10
+// allows 8 x 64).
 constexpr int kOrderClasses = 1024;
 constexpr int kOrderBlocks = 32;  // plan_fill CTAs that do the sort (the others skip it)
 constexpr int kPlanThreads = 256;
@@ -589,9 +589,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     w.units_by_row[u0 + k] = d;
     // The unit's rank in its order class (KV head, then tpu - ntiles: largest first), one
     // atomic per class and warp; plan_fill turns (class, rank) into the dispatch order.
-    const int size_class = w.tpu - d.ntiles;
-    const int key = p.num_kv_heads * w.tpu <= kOrderClasses ? d.g * w.tpu + size_class : size_class;
-    const int wl = threadIdx.x & 31;
+    const int key = d.g * w.tpu + (w.tpu - d.ntiles), wl = threadIdx.x & 31;
     const unsigned peers = __match_any_sync(__activemask(), key);
     const int lead = __ffs(peers) - 1;
     int first = 0;
@@ -671,32 +669,18 @@ __device__ __forceinline__ std::uint64_t l2_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
   return pol;
 }
-// A 16-byte global store with an L2 policy, when `on` (predicated in the instruction: no
-// branch per store).
-__device__ __forceinline__ void st_global_hint_if(bool on, void* p, uint4 v, std::uint64_t pol) {
-  asm volatile(
-      "{\n .reg .pred q;\n setp.ne.b32 q, %6, 0;\n"
-      " @q st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n}\n" ::"l"(p),
-      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol), "r"(static_cast<int>(on))
-      : "memory");
-}
 __device__ __forceinline__ void st_global_hint(void* p, float2 v, std::uint64_t pol) {
   asm volatile("st.global.L1::no_allocate.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(p), "f"(v.x), "f"(v.y),
                "l"(pol)
                : "memory");
 }
 
-// Partial stores by TMA (FLASHMSA_PREFILL_TMA_STORE, default 1): each query's G staged
-// rows go out as two boxes (one per 128-byte SW128 panel) of the o_part tensor map
-// (encode_o_map: [K T Hq, 128] BF16, box G x 64), issued by one lane per box, instead of
-// 8 shared loads and 8 predicated 16-byte stores per thread. Bulk groups are per thread:
-// an issuing lane waits for its boxes' shared reads (wait_group.read) before the staging
-// buffer is reused (the warpgroup barrier before the next Q gather, the unit barrier,
-// the next stmatrix into a separate staging tile, the kernel's end).
-#ifndef FLASHMSA_PREFILL_TMA_STORE
-#define FLASHMSA_PREFILL_TMA_STORE 1
-#endif
-constexpr bool kTmaStore = FLASHMSA_PREFILL_TMA_STORE != 0;
+// Partial stores by TMA: each query's G staged rows go out as two boxes (one per 128-byte
+// SW128 panel) of the o_part tensor map (encode_o_map: [K T Hq, 128] BF16, box G x 64),
+// issued by one lane per box. Bulk groups are per thread: an issuing lane waits for its
+// boxes' shared reads (wait_group.read) before the staging buffer is reused (the
+// warpgroup barrier before the next Q gather, the unit barrier, the next stmatrix into a
+// separate staging tile, the kernel's end).
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, std::uint32_t src, int x, int y,
                                              std::uint64_t pol) {
   asm volatile(
@@ -705,9 +689,7 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, std::uint32
       : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_read() {
-  if constexpr (kTmaStore) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 
 // The list entry of this thread's row of M-tile j of unit `un` (-1: padding). Loaded a
 // softmax ahead of issue_q_tile, which depends on it: issued right before the gather,
@@ -857,9 +839,8 @@ __device__ __forceinline__ void softmax_pv(const PrefillParams& p, float (&s)[64
 // stmatrix.x4: four 8x8 b16 matrices; lane i gives the shared address of row i % 8 of
 // matrix i / 8, and register k holds the lane's two elements of matrix k (the mma
 // accumulator layout: row lane / 4, columns 2 (lane % 4) + {0, 1}). Not CuTe's
-// SM90_U32x4_STSM_N: its asm has no memory clobber, and the staged rows are read right
-// after a proxy fence and a __syncwarp (by the TMA engine, or by other lanes of the warp
-// with FLASHMSA_PREFILL_TMA_STORE=0).
+// SM90_U32x4_STSM_N: its asm has no memory clobber, and the staged rows are read by the
+// TMA engine right after a proxy fence and a __syncwarp.
 __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1,
                                             std::uint32_t r2, std::uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
@@ -873,12 +854,11 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 // times c) and its normaliser. The combine divides (prefill_combine), so the epilogue
 // needs no reciprocal, no 64 multiplies and no logarithm. BF16(O) carries the same
 // relative rounding as BF16(O / l) did.
-// The staged rows go out by TMA (kTmaStore): a query's G rows are one box per 128-byte
+// The staged rows go out by TMA: a query's G rows are one box per 128-byte
 // panel, issued by lane b < 32 / G of the warp that staged them (box b: panel b & 1 of
 // the warp's query b >> 1). H200, session 22 run A: attention 10-13 us faster at (16/1,
-// 8192, 32768) than the 16-byte stores (FLASHMSA_PREFILL_TMA_STORE=0), whose 8 shared
-// loads and 8 predicated stores per thread and tile were most of the epilogue's
-// instructions.
+// 8192, 32768) than the 16-byte stores it replaced (8 shared loads and 8 predicated
+// stores per thread and tile, most of the epilogue's instructions).
 template <bool kOwnStage>
 __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const CUtensorMap* o_map,
                                          const float (&o)[64], const float (&m)[2], const float (&l)[2],
@@ -886,7 +866,7 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
   const int warp = wtid >> 5, lane = wtid & 31;
   // A staging tile of its own (QGMMA) is rewritten by the next epilogue: this warp's
   // boxes of the previous tile must have been read out of it.
-  if constexpr (kTmaStore && kOwnStage) {
+  if constexpr (kOwnStage) {
     bulk_wait_read();
     __syncwarp();
   }
@@ -895,14 +875,8 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
   // use of s_row was the kernel's second largest stall).
   const int r_ml = lane & 1;  // row r_ml of the quad's two rows goes out through lane 4 q + r_ml
   const int orow_ml = s_row[64 * wg + 16 * warp + (lane >> 2) + 8 * r_ml];
-  const int rb = 64 * wg + 16 * warp + (lane >> 1) * G;  // TMA: the first row of this lane's box
-  const int ybox = kTmaStore && lane < 32 / G ? s_row[rb] : -1;
-  const int r0 = 64 * wg + 16 * warp + 8 * (lane >> 4);  // 16-byte stores: this lane's 8 rows
-  int orow[8];
-  if constexpr (!kTmaStore) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) orow[i] = s_row[r0 + i];
-  }
+  const int rb = 64 * wg + 16 * warp + (lane >> 1) * G;  // the first row of this lane's box
+  const int ybox = lane < 32 / G ? s_row[rb] : -1;
   {
     // Matrices of stmatrix s: (column group 2 s + (k >> 1), row half k & 1), k = 0..3.
     const int q = lane >> 3;
@@ -922,30 +896,13 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
   // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
   // 16). The row's partial index comes precomputed from the gather (s_row): address
   // arithmetic per store was most of the epilogue's instructions (ncu, session 14).
-  if constexpr (kTmaStore) {
-    at::fence_view_async_shared();  // the stmatrix writes, before the TMA engine reads them
-    __syncwarp();
-    if (ybox >= 0) {  // padding queries (s_row -1) store nothing
-      const int panel = lane & 1;
-      tma_store_2d(o_map, gm::smem_addr(stage) + panel * (kTileRows * 128) + rb * 128, 64 * panel, ybox,
-                   l2_evict_first());
-      bulk_commit();
-    }
-  } else {
-    // Lane stores chunk lane % 16 of rows r0 + i; all eight staged chunks are loaded
-    // before the first store (ncu, session 16).
-    __syncwarp();
-    const int ch = lane & 15;
-    std::uint16_t* const o_base = w.o_part + ch * 8;
-    const std::uint64_t pol = l2_evict_first();
-    // Row r0 + i has swizzle phase i (r0 is a multiple of 8): chunk ch sits at 16 ((ch & 7) ^ i).
-    const std::uint8_t* src0 = stage + (ch >> 3) * (kTileRows * 128) + r0 * 128;
-    uint4 v[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = *reinterpret_cast<const uint4*>(src0 + 128 * i + (((ch & 7) ^ i) << 4));
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      st_global_hint_if(orow[i] >= 0, o_base + static_cast<long long>(max(orow[i], 0)) * 128, v[i], pol);
+  at::fence_view_async_shared();  // the stmatrix writes, before the TMA engine reads them
+  __syncwarp();
+  if (ybox >= 0) {  // padding queries (s_row -1) store nothing
+    const int panel = lane & 1;
+    tma_store_2d(o_map, gm::smem_addr(stage) + panel * (kTileRows * 128) + rb * 128, 64 * panel, ybox,
+                 l2_evict_first());
+    bulk_commit();
   }
 }
 
@@ -1294,8 +1251,8 @@ cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream
   CUtensorMap q_map;
   err = encode_q_map(p, w, FMT == at::kBf16, QK16, &q_map);
   if (err != cudaSuccess) return err;
-  CUtensorMap o_map{};  // unused (zero) with the 16-byte store epilogue
-  if (kTmaStore) err = encode_o_map(p, w, &o_map);
+  CUtensorMap o_map;
+  err = encode_o_map(p, w, &o_map);
   if (err != cudaSuccess) return err;
   return sm90::launch_pdl(prefill_attention<FMT, QK16>, sms[dev], kThreads, smem, stream, (prefill_pdl() & 1) != 0, p,
                           w, q_map, o_map);
@@ -1310,6 +1267,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const int G = p.num_q_heads / p.num_kv_heads;
   if (p.num_kv_heads <= 0 || G <= 0 || G > 16 || 16 % G != 0 || p.topk_k < 1 || p.topk_k > 16 ||
       p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2 ||
+      p.num_kv_heads * tiles_per_unit() > kOrderClasses ||
       static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads > kMaxPartialRows ||
       p.num_rows >= kMaxQueryRows || p.q_e4m3 != (kv_format != at::kBf16))
     return cudaErrorInvalidValue;
