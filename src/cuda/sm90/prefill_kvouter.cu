@@ -35,13 +35,16 @@ constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head
 // 506-511 us, 16 479-481 / 490-493 / 499-503, 24 468-469 / 479-481 / 487-489, 32
 // 466-468 / 477 / 484; 32 is also best at (64/4, *) and (16/1, 16384, 114688) but 12-15
 // us slower than 24 at (16/1, 8192, 0), where 64 rows give too few units for 132 CTAs.
-// Session 16 (16-byte stores) had measured 8 best for BF16.
+// Session 16 (16-byte stores) had measured 8 best for BF16. Session 23: 32 where every SM
+// still gets at least 4 units (tiles_per_unit), else 24.
 constexpr int kTilesPerUnit = 24;
 constexpr int kMaxTilesPerUnit = 64;  // FLASHMSA_PREFILL_TILES_PER_UNIT's range
+constexpr int kLargeTilesPerUnit = 32;  // where there are enough units (tiles_per_unit)
+constexpr int kMinUnitsPerSm = 4;
 // Dispatch order of the work units (plan_units ranks, plan_fill sorts): by KV head, then
 // largest first. Largest first (longest-processing-time order) keeps the kernel's tail
 // short; KV head first keeps one head's Q rows (T x G x 256 bytes) the hot set in L2.
-// Classes: KV head x size (the launch checks Hkv x tiles per unit <= kOrderClasses; D10
+// Classes: KV head x size (the launch checks Hkv x kMaxTilesPerUnit <= kOrderClasses; D10
 // allows 8 x 64).
 constexpr int kOrderClasses = 1024;
 constexpr int kOrderBlocks = 32;  // plan_fill CTAs that do the sort (the others skip it)
@@ -73,6 +76,18 @@ struct __align__(16) UnitDesc {
   int off, phys;   // query position = t + off; physical page
 };
 
+// One list entry (int4), everything the attention kernel needs of a (query t, slot k)
+// row group of a CSR row (page e of request b, KV head g), resolved by plan_fill so the
+// kernel's Q gather reads it with one 16-byte load and no unit fields (ncu session 23:
+// deriving them per tile from the unit descriptor in shared memory was 18 % of the
+// kernel's stall samples with the TMA issue):
+//   x = (t K + k) Hq + g G: the o_part / ml_part row of the query's first head of g
+//   y = t: the query row (the Q gather's coordinate)
+//   z = the last visible token of the page for the query: p % 128 on its local page,
+//       else 127, never past the page's valid tokens (-1: none)
+//   w = g G: the first query head of KV head g (the Q gather's head coordinate)
+// Padding rows (past a unit's end) read as {-1, 0, -1, 0}.
+
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
   int nsub = 1;                     // sub-counters per CSR row (kSub, 8 or 1)
@@ -84,10 +99,13 @@ struct Workspace {
   int* unit_ptr = nullptr;          // [N+1] work units before each row
   int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
   UnitDesc* units = nullptr;        // [unit capacity] in dispatch order
-  int* list = nullptr;              // [Hkv * T * K] (query << 4) | slot
+  int4* list = nullptr;             // [Hkv * T * K] ListEntry, CSR order
   unsigned* vmask = nullptr;        // [T * Hkv] valid slots (bit k)
-  std::uint16_t* o_part = nullptr;  // bf16 [K, T, Hq, 128] unnormalised partial O
-  float* ml_part = nullptr;         // f32 [K, T, Hq, 2] (m c, l): log scale and normaliser of o_part
+  // Partials, query-major: a query's K x Hq rows are contiguous, so the combine reads one
+  // block per query (H200, session 23 run R, three passes: 1-5 us faster per call than
+  // slot-major [K, T, Hq, 128], floor case combine 147-149 against 148-151 us).
+  std::uint16_t* o_part = nullptr;  // bf16 [T, K, Hq, 128] unnormalised partial O
+  float* ml_part = nullptr;         // f32 [T, K, Hq, 2] (m c, l): log scale and normaliser of o_part
   std::uint16_t* q16 = nullptr;     // f16 [T, Hq, 128]: the E4M3 query's exact F16 image (QK16 only)
   int* size_count = nullptr;        // = sched + 1: [kOrderClasses] work units per order class (zeroed)
   int2* unit_key = nullptr;         // [unit capacity] (order class, rank in the class) (plan_units)
@@ -110,13 +128,43 @@ std::int64_t unit_capacity(const PrefillParams& p, int tpu) {
   return num_csr_rows(p) + entries / (tpu * qpt) + 1;
 }
 
-int tiles_per_unit() {
-  static const int tpu = [] {
+// SMs of the current device (the attention kernel's grid; cached per device), 132 if the
+// query fails.
+int device_sms() {
+  static int cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (cache[dev] == 0) {
+    int n = 0;
+    cache[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
+  }
+  return cache[dev];
+}
+
+// M-tiles per work unit: FLASHMSA_PREFILL_TILES_PER_UNIT (1..kMaxTilesPerUnit) if set,
+// else kLargeTilesPerUnit where that still leaves every SM at least kMinUnitsPerSm units,
+// else kTilesPerUnit. Units are estimated from host-known shapes only (the per-row entry
+// counts are on the device): the entries spread evenly over the N CSR rows. A block
+// table wider than the requests makes N larger than the rows in use, so the estimate
+// then errs towards the larger size (a few us slower at worst; the output is the same).
+// H200, session 23 (run P, v4 sweep, us at BF16 / Q8KV8 / Q8KV4): floor case (16/1,
+// 8192, 32768) 24 tiles 456 / 470 / 472, 32 455 / 469 / 469; (64/4, 8192, 32768) 24
+// 1703 / 1763 / 1769, 32 1675 / 1744 / 1740; (16/1, 16384, 114688) 24 897 / 930 / 929,
+// 32 885 / 916 / 919; but (16/1, 8192, 0) 24 419 / 432 / 431, 32 432 / 444 / 445 (64
+// rows: 512 units of 32 tiles, 3.9 per SM, too few to balance).
+int tiles_per_unit(const PrefillParams& p) {
+  static const int forced = [] {
     const char* e = std::getenv("FLASHMSA_PREFILL_TILES_PER_UNIT");
     const int v = e != nullptr ? std::atoi(e) : 0;
-    return v >= 1 && v <= kMaxTilesPerUnit ? v : kTilesPerUnit;
+    return v >= 1 && v <= kMaxTilesPerUnit ? v : 0;
   }();
-  return tpu;
+  if (forced != 0) return forced;
+  const std::int64_t N = num_csr_rows(p);
+  const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
+  const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
+  const std::int64_t tiles_per_row = ((entries + N - 1) / N + qpt - 1) / qpt;
+  const std::int64_t units = N * ((tiles_per_row + kLargeTilesPerUnit - 1) / kLargeTilesPerUnit);
+  return units >= static_cast<std::int64_t>(kMinUnitsPerSm) * device_sms() ? kLargeTilesPerUnit : kTilesPerUnit;
 }
 
 // QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
@@ -128,7 +176,7 @@ Workspace carve(const PrefillParams& p, void* base) {
   Workspace w;
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
   w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
-  w.tpu = tiles_per_unit();
+  w.tpu = tiles_per_unit(p);
   const std::int64_t S = w.nsub;
   const std::int64_t ucap = unit_capacity(p, w.tpu);
   const std::int64_t sizes[13] = {(N * S + 1 + kOrderClasses) * 4,
@@ -136,7 +184,7 @@ Workspace carve(const PrefillParams& p, void* base) {
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
                                  unit_capacity(p, w.tpu) * static_cast<std::int64_t>(sizeof(UnitDesc)),
-                                 p.num_kv_heads * T * K * 4,
+                                 p.num_kv_heads * T * K * 16,
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
                                  K * T * p.num_q_heads * 8,
@@ -157,7 +205,7 @@ Workspace carve(const PrefillParams& p, void* base) {
   w.unit_ptr = static_cast<int*>(ptrs[2]);
   w.block_sums = static_cast<int2*>(ptrs[3]);
   w.units = static_cast<UnitDesc*>(ptrs[4]);
-  w.list = static_cast<int*>(ptrs[5]);
+  w.list = static_cast<int4*>(ptrs[5]);
   w.vmask = static_cast<unsigned*>(ptrs[6]);
   w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
   w.ml_part = static_cast<float*>(ptrs[8]);
@@ -459,14 +507,19 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
   const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
   int t = 0, e = 0;
   long long base = 0;
+  int4 ent = make_int4(-1, 0, -1, 0);  // ListEntry
   if (live && k < p.topk_k) {
-    const int g = static_cast<int>(i % p.num_kv_heads);
+    const int g = static_cast<int>(i % p.num_kv_heads), G = p.num_q_heads / p.num_kv_heads;
     t = static_cast<int>(i / p.num_kv_heads);
     e = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
     int b;
     long long seq, pos;
     locate(p, t, &b, &seq, &pos);
     base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+    // (Valid entries only are stored: 0 <= e <= pos / 128, so e fits an int below.)
+    const long long valid = max(0LL, min(128LL, seq - 128LL * e));
+    const long long lim = min((pos >> 7) == e ? (pos & 127) : 127LL, valid - 1);
+    ent = make_int4((t * p.topk_k + k) * p.num_q_heads + g * G, t, static_cast<int>(lim), g * G);
   }
   // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) before the wait, under
   // the scans' tail (they trigger after their wait) and plan_units, small kernels that
@@ -511,7 +564,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     if (lane == lead) old = atomicSub(&w.counts[key], __popc(peers));
   }
   const int top = __shfl_sync(0xffffffffu, old, lead);  // the key's count before the group
-  if (valid) w.list[start + top - 1 - __popc(peers & ((1u << lane) - 1u))] = (t << 4) | k;
+  if (valid) w.list[start + top - 1 - __popc(peers & ((1u << lane) - 1u))] = ent;
 }
 
 // kRowLanes threads per CSR row (a quarter warp): the start of each sub-range of the row
@@ -676,7 +729,7 @@ __device__ __forceinline__ void st_global_hint(void* p, float2 v, std::uint64_t 
 }
 
 // Partial stores by TMA: each query's G staged rows go out as two boxes (one per 128-byte
-// SW128 panel) of the o_part tensor map (encode_o_map: [K T Hq, 128] BF16, box G x 64),
+// SW128 panel) of the o_part tensor map (encode_o_map: [T K Hq, 128] BF16, box G x 64),
 // issued by one lane per box. Bulk groups are per thread: an issuing lane waits for its
 // boxes' shared reads (wait_group.read) before the staging buffer is reused (the
 // warpgroup barrier before the next Q gather, the unit barrier, the next stmatrix into a
@@ -691,16 +744,17 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, std::uint32
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 
-// The list entry of this thread's row of M-tile j of unit `un` (-1: padding). Loaded a
-// softmax ahead of issue_q_tile, which depends on it: issued right before the gather,
-// its global round trip was the kernel's largest single stall (ncu, session 15).
-__device__ __forceinline__ int load_entry(const Workspace& w, const UnitDesc& un, int j, int G, int qpt, int tid) {
+// The list entry (ListEntry) of this thread's row of M-tile j of unit `un` (padding: {-1,
+// 0, -1, 0}). Loaded a softmax ahead of issue_q_tile, which depends on it: issued right
+// before the gather, its global round trip was the kernel's largest single stall (ncu,
+// session 15).
+__device__ __forceinline__ int4 load_entry(const Workspace& w, const UnitDesc& un, int j, int G, int qpt, int tid) {
   const int idx = un.begin + j * qpt + ((tid >> 1) >> (__ffs(G) - 1));  // G divides 16 (launch check)
-  return idx < un.end ? w.list[idx] : -1;
+  return idx < un.end ? w.list[idx] : make_int4(-1, 0, -1, 0);
 }
 
-// TMA gather of M-tile j of unit `un` and its row metadata. Row r of the tile is head
-// g*G + r % G of the query of `entry` (load_entry); a query's G heads are one box of the
+// TMA gather of one M-tile and its row metadata. Row r of the tile is head g*G + r % G of
+// the query of `entry` (load_entry); a query's G heads are one box of the
 // q tensor map (q_map, encode_q_map: [T, Hq, 128], box 1 x G x (64 | 128) elements), so
 // one thread per query issues the copies (two for BF16, one per 128-byte SW128 panel)
 // into rows [r, r + G) of the SW128 tile. Each query's thread arrives on the warpgroup's barrier `bar`
@@ -709,42 +763,32 @@ __device__ __forceinline__ int load_entry(const Workspace& w, const UnitDesc& un
 // data, which the mask (lim -1: every key masked, P = 0) and the store (s_row -1) make
 // invisible. The cp.async gather it replaces issued 8 LDGSTS per thread and tile and was
 // the kernel's largest MIO-throttle stall (ncu, session 15).
-// Metadata: s_row = the row's partial index (slot * T + t) * Hq + h into o_part /
+// Metadata: s_row = the row's partial index (t * K + slot) * Hq + h into o_part /
 // ml_part, or -1 (padding; int: the launch checks K T Hq < 2^31); s_lim = the last
-// visible token of the page for that query (127, or p % 128 on the query's local page;
-// -1 for padding).
+// visible token of the page for that query (ListEntry z: never past the page's valid
+// tokens, whatever the metadata says, so the zero-filled slots stay invisible even for
+// a row placed beyond seq_len).
 template <int FMT, bool QK16>
-__device__ __forceinline__ void issue_q_tile(const PrefillParams& p, const CUtensorMap& q_map, const UnitDesc& un,
-                                             int entry, int G, std::uint8_t* q_tile, int* s_row, std::int8_t* s_lim,
-                                             std::uint64_t* bar, int tid) {
+__device__ __forceinline__ void issue_q_tile(const CUtensorMap& q_map, int4 entry, int G, std::uint8_t* q_tile,
+                                             int* s_row, std::int8_t* s_lim, std::uint64_t* bar, int tid) {
   constexpr bool kQ16 = Smem<FMT, QK16>::kQ16;  // BF16 or the query's F16 copy
   constexpr int kRowBytes = kQ16 ? 256 : 128;   // one head of one query row
   const int r = tid >> 1, half = tid & 1;  // warpgroup wg: rows 64 wg.. (threads 2r, 2r + 1)
-  const bool ok = entry >= 0;
-  int orow = -1, lim = -1;
-  if (ok) {
-    const int t = entry >> 4;
-    orow = ((entry & 15) * p.num_rows + t) * p.num_q_heads + un.g * G + (r & (G - 1));
-    const long long pos = static_cast<long long>(t) + un.off;
-    // Never past the page's valid tokens, whatever the metadata says (the zero-filled
-    // slots must stay invisible even for a row placed beyond seq_len).
-    lim = min((pos >> 7) == un.e ? static_cast<int>(pos & 127) : 127, un.valid - 1);
-  }
+  const bool ok = entry.x >= 0;
   if (half == 0 && (r & (G - 1)) == 0) {  // the query's first row: its box(es) and the arrival
     if (ok) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(bar, static_cast<std::uint32_t>(G * kRowBytes));
       const std::uint64_t pol = l2_evict_last();
-      const int t = entry >> 4;
-      cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + r * 128, 0, un.g * G, t);
+      cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + r * 128, 0, entry.w, entry.y);
       if constexpr (kQ16)
-        cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + kTileRows * 128 + r * 128, 64, un.g * G, t);
+        cute::SM90_TMA_LOAD_3D::copy(&q_map, bar, pol, q_tile + kTileRows * 128 + r * 128, 64, entry.w, entry.y);
     } else {
       cutlass::arch::ClusterBarrier::arrive(bar);
     }
   }
   if (half == 0) {
-    s_row[r] = orow;
-    s_lim[r] = static_cast<std::int8_t>(lim);
+    s_row[r] = ok ? entry.x + (r & (G - 1)) : -1;
+    s_lim[r] = static_cast<std::int8_t>(entry.z);
   }
 }
 
@@ -859,6 +903,8 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 // the warp's query b >> 1). H200, session 22 run A: attention 10-13 us faster at (16/1,
 // 8192, 32768) than the 16-byte stores it replaced (8 shared loads and 8 predicated
 // stores per thread and tile, most of the epilogue's instructions).
+// (Session 23, run Q: splitting this around the next tile's Q K^T wait, stmatrix before
+// and the proxy fence and stores after, gained nothing; runs/q/epilogue_split.patch.)
 template <bool kOwnStage>
 __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const CUtensorMap* o_map,
                                          const float (&o)[64], const float (&m)[2], const float (&l)[2],
@@ -876,7 +922,7 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
   const int r_ml = lane & 1;  // row r_ml of the quad's two rows goes out through lane 4 q + r_ml
   const int orow_ml = s_row[64 * wg + 16 * warp + (lane >> 2) + 8 * r_ml];
   const int rb = 64 * wg + 16 * warp + (lane >> 1) * G;  // the first row of this lane's box
-  const int ybox = lane < 32 / G ? s_row[rb] : -1;
+  const int ybox = lane * G < 32 ? s_row[rb] : -1;       // lane < 32 / G (G divides 16), without a division
   {
     // Matrices of stmatrix s: (column group 2 s + (k >> 1), row half k & 1), k = 0..3.
     const int q = lane >> 3;
@@ -888,10 +934,6 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                   gm::pack_bf16x2(o[8 * st], o[8 * st + 1]), gm::pack_bf16x2(o[8 * st + 2], o[8 * st + 3]),
                   gm::pack_bf16x2(o[8 * st + 4], o[8 * st + 5]), gm::pack_bf16x2(o[8 * st + 6], o[8 * st + 7]));
   }
-  // (l: quad sums, softmax_pv.)
-  if ((lane & 2) == 0 && orow_ml >= 0)
-    st_global_hint(w.ml_part + 2 * static_cast<long long>(orow_ml),
-                   make_float2((r_ml ? m[1] : m[0]) * p.c, r_ml ? l[1] : l[0]), l2_evict_first());
   // Each warp stores the 16 rows its own stmatrix staged, so a warp barrier orders the
   // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
   // 16). The row's partial index comes precomputed from the gather (s_row): address
@@ -904,6 +946,12 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                  l2_evict_first());
     bulk_commit();
   }
+  // (m c, l) after the proxy fence: the fence (a MEMBAR) waits for every earlier memory
+  // access of the thread, this global store included when it came first (ncu session 23).
+  // (l: quad sums, softmax_pv.)
+  if ((lane & 2) == 0 && orow_ml >= 0)
+    st_global_hint(w.ml_part + 2 * static_cast<long long>(orow_ml),
+                   make_float2((r_ml ? m[1] : m[0]) * p.c, r_ml ? l[1] : l[0]), l2_evict_first());
 }
 
 template <int FMT, bool QK16>
@@ -968,7 +1016,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const at::PageSrc src = page_src<FMT>(p, first);
     at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(0), first.valid, tid);
     at::cp_async_commit();
-    issue_q_tile<FMT, QK16>(p, q_map, first, load_entry(w, first, 0, G, qpt, tid), G, q_buf(0), ent_of(0),
+    issue_q_tile<FMT, QK16>(q_map, load_entry(w, first, 0, G, qpt, tid), G, q_buf(0), ent_of(0),
                             lim_of(0), qbar(wg, 0), tid);
   }
   float s[64], o[64], m[2], l[2];
@@ -991,7 +1039,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const UnitDesc& cur = s_units[k & 1];
     const UnitDesc& nxt = s_units[(k + 1) & 1];  // read after the barrier below
     if (tid == 0 && has_next) s_units[(k + 1) & 1] = w.units[un];
-    int entry = cur.ntiles > 1 ? load_entry(w, cur, 1, G, qpt, tid) : -1;  // Q(n0 + 1)
+    int4 entry = cur.ntiles > 1 ? load_entry(w, cur, 1, G, qpt, tid) : make_int4(-1, 0, -1, 0);  // Q(n0 + 1)
     at::convert_page<FMT, QK16, kThreads>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid);
     __syncthreads();
     const std::uint32_t k_addr = gm::smem_addr(PB::k_tile(page_buf(pb), conv));
@@ -1002,7 +1050,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wait_q(wg, n0);
     at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
     if (cur.ntiles > 1)
-      issue_q_tile<FMT, QK16>(p, q_map, cur, entry, G, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1),
+      issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1),
                               qbar(wg, n0 + 1), tid);
     gm::wait<0>();
     gm::fence_operands(s);
@@ -1031,16 +1079,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         const std::int8_t* lim = lim_of(n);
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
       }
-      bulk_wait_read();               // tile n-1's boxes are out of its staging (position n+2's Q tile)
-      at::fence_view_async_shared();  // tile n-1's generic staging accesses before the TMA below
-      wg_barrier(wg);                 // tile n-1's epilogue is done (its buffers are position n+2's)
+      // Tile n-1's boxes are out of its staging (position n+2's Q tile). Its generic
+      // staging writes (stmatrix) were fenced to the async proxy in its epilogue, before
+      // the TMA store and this barrier; the TMA gather below is async-proxy too, so no
+      // second fence here (it compiled to a MEMBAR: 3 % of the kernel's stall samples,
+      // ncu session 23 run N).
+      bulk_wait_read();
+      wg_barrier(wg);  // tile n-1's epilogue is done (its buffers are position n+2's)
       wait_q(wg, n + 1);
       at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
       if (j + 2 <= last)
-        issue_q_tile<FMT, QK16>(p, q_map, cur, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
+        issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
                                 qbar(wg, n + 2), tid);
       else if (has_next)
-        issue_q_tile<FMT, QK16>(p, q_map, nxt, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
+        issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
                                 qbar(wg, n + 2), tid);
       if (j == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
@@ -1064,7 +1116,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
       }
       if (last == 0 && has_next)  // position n+1 = n-2 mod 3: free since the unit barrier
-        issue_q_tile<FMT, QK16>(p, q_map, nxt, entry, G, q_buf(n + 1), ent_of(n + 1), lim_of(n + 1),
+        issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n + 1), ent_of(n + 1), lim_of(n + 1),
                                 qbar(wg, n + 1), tid);
       if (last == jp) {
         const at::PageSrc src = page_src<FMT>(p, nxt);
@@ -1112,7 +1164,7 @@ __global__ void __launch_bounds__(16 * kCombineRows) prefill_combine(const Prefi
   const int G = p.num_q_heads / p.num_kv_heads;
   const int d0 = (threadIdx.x & 15) * 8;
   const unsigned mask = w.vmask[t * p.num_kv_heads + (h >> (__ffs(G) - 1))];  // G divides 16
-  const long long plane = static_cast<long long>(p.num_rows) * p.num_q_heads;
+  const long long qbase = (t * p.topk_k) * p.num_q_heads + h;  // row of slot k: qbase + k Hq
   // All loads first (predicated, fully unrolled: up to 16 in flight per thread), then
   // the merge in ascending slot order (fixed order, D9).
   float2 ml[16];
@@ -1120,8 +1172,9 @@ __global__ void __launch_bounds__(16 * kCombineRows) prefill_combine(const Prefi
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
     const bool on = (mask >> k) & 1u;
-    ml[k] = on ? *reinterpret_cast<const float2*>(w.ml_part + 2 * (k * plane + idx)) : make_float2(-INFINITY, 0.0f);
-    ov[k] = on ? *reinterpret_cast<const uint4*>(w.o_part + (k * plane + idx) * 128 + d0) : make_uint4(0, 0, 0, 0);
+    const long long row = qbase + static_cast<long long>(k) * p.num_q_heads;
+    ml[k] = on ? *reinterpret_cast<const float2*>(w.ml_part + 2 * row) : make_float2(-INFINITY, 0.0f);
+    ov[k] = on ? *reinterpret_cast<const uint4*>(w.o_part + row * 128 + d0) : make_uint4(0, 0, 0, 0);
   }
   // A slot counts when its normaliser is not 0 (NaN counts, so NaN inputs propagate).
   bool any = false;
@@ -1203,9 +1256,9 @@ cudaError_t encode_q_map(const PrefillParams& p, const Workspace& w, bool bf16, 
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The o_part tensor map of the epilogue's TMA stores: o_part as [K T Hq rows, 128] BF16
+// The o_part tensor map of the epilogue's TMA stores: o_part as [T K Hq rows, 128] BF16
 // (256-byte rows, contiguous), box G rows x 64 values (128 bytes, SW128): a query's G
-// heads are consecutive rows (o_part[slot, t, h]), so one box per query and panel, at
+// heads are consecutive rows (o_part[t, slot, h]), so one box per query and panel, at
 // the row index of its first head (s_row). The launch checks K T Hq < 2^31.
 cudaError_t encode_o_map(const PrefillParams& p, const Workspace& w, CUtensorMap* map) {
   const EncodeTiledFn encode = encode_tiled();
@@ -1267,7 +1320,7 @@ int launch_prefill_kvouter(const PrefillParams& p, int kv_format, void* stream_p
   const int G = p.num_q_heads / p.num_kv_heads;
   if (p.num_kv_heads <= 0 || G <= 0 || G > 16 || 16 % G != 0 || p.topk_k < 1 || p.topk_k > 16 ||
       p.bt_width <= 0 || p.batch <= 0 || kv_format < 0 || kv_format > 2 ||
-      p.num_kv_heads * tiles_per_unit() > kOrderClasses ||
+      p.num_kv_heads * kMaxTilesPerUnit > kOrderClasses ||
       static_cast<std::int64_t>(p.topk_k) * p.num_rows * p.num_q_heads > kMaxPartialRows ||
       p.num_rows >= kMaxQueryRows || p.q_e4m3 != (kv_format != at::kBf16))
     return cudaErrorInvalidValue;

@@ -75,8 +75,8 @@ struct PrefillParams {
 /// Most partial rows (top-k x T x Hq) one launch takes: the kernels index them with 32-bit
 /// ints (the partials alone would be 512 GiB). Larger launches return cudaErrorInvalidValue.
 constexpr std::int64_t kMaxPartialRows = 0x7fffffff;
-/// Most query rows T one launch takes: the plan's list entries are (t << 4) | slot in an
-/// int. Larger launches return cudaErrorInvalidValue.
+/// Most query rows T one launch takes (the kernels hold query rows in ints; 2^27 leaves
+/// headroom for t x 16). Larger launches return cudaErrorInvalidValue.
 constexpr std::int64_t kMaxQueryRows = std::int64_t{1} << 27;
 
 /// Device workspace bytes of one launch (host-known capacities only: T, Hq, Hkv, K, B, W).
