@@ -5,8 +5,9 @@
 // the attention kernel's own queue, one CTA per SM at a time, so the per-SM rate, not the
 // whole GPU's, sets the SM time the tasks take.
 //
-// Layout as the prefill workspace: o_part bf16 [16 slots][rows][128], ml_part f32x2
-// [16][rows], out bf16 [rows][128]; every slot valid. Two ways to load:
+// Layout: o_part bf16 [16 slots][rows][128], ml_part f32x2 [16][rows], out bf16
+// [rows][128]; every slot valid. (The prefill workspace was slot-major like this until
+// session 23; it is query-major now, [rows][16 slots][128].) Two ways to load:
 //   regs: each thread keeps 16 x 16-byte loads in flight (prefill_combine's pattern),
 //         16 threads per row, 16 rows per CTA step (64 KB in flight per CTA);
 //   bulk: a 3-stage shared-memory ring filled by 1D bulk copies (TMA, mbarrier

@@ -67,7 +67,7 @@ constexpr std::int64_t kSubHotEntries = 1024;
 constexpr std::int64_t kSubMaxRows = 1 << 19;  // N x 8 ints = 16 MB
 
 // ---------------------------------------------------------------------------------------
-// One work unit: up to w.tpu (kTilesPerUnit) M-tiles of one CSR row (page of a request, KV head),
+// One work unit: up to w.tpu (tiles_per_unit) M-tiles of one CSR row (page of a request, KV head),
 // fully resolved by the plan so the attention kernel reads it with two 16-byte loads.
 struct __align__(16) UnitDesc {
   int begin, end;  // entries [begin, end) of the list
@@ -91,7 +91,7 @@ struct __align__(16) UnitDesc {
 // Workspace: carved from one allocation, every piece 256-byte aligned.
 struct Workspace {
   int nsub = 1;                     // sub-counters per CSR row (kSub, 8 or 1)
-  int tpu = kTilesPerUnit;          // M-tiles per work unit (FLASHMSA_PREFILL_TILES_PER_UNIT: benchmark A/B)
+  int tpu = kTilesPerUnit;          // M-tiles per work unit (tiles_per_unit: by shape, or the env override)
   int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed, consumed by the fill)
   int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
   int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
@@ -516,7 +516,8 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     long long seq, pos;
     locate(p, t, &b, &seq, &pos);
     base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
-    // (Valid entries only are stored: 0 <= e <= pos / 128, so e fits an int below.)
+    // (Only valid entries are stored, 0 <= e <= pos / 128; for the others e is arbitrary,
+    // and the 64-bit arithmetic below keeps that harmless.)
     const long long valid = max(0LL, min(128LL, seq - 128LL * e));
     const long long lim = min((pos >> 7) == e ? (pos & 127) : 127LL, valid - 1);
     ent = make_int4((t * p.topk_k + k) * p.num_q_heads + g * G, t, static_cast<int>(lim), g * G);

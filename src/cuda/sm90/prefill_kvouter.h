@@ -14,7 +14,7 @@
 //      entry's partial depends only on its own query row and page, never on its tile
 //      neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
-//      rows) take work units = (row, up to kTilesPerUnit = 24 M-tiles) from a dynamic
+//      rows) take work units = (row, up to 24 or 32 M-tiles, by shape) from a dynamic
 //      schedule (ticket counter over the plan's order: KV head, then largest units
 //      first; outputs do not depend on it). The page is loaded
 //      once per unit (double-buffered across units), the Q tiles are gathered by TMA
@@ -22,7 +22,7 @@
 //      tile n's epilogue; S = Q K^T and O = P V on wgmma (attn_tile.cuh), one
 //      single-page softmax per (query, head); the unnormalised partial O (BF16)
 //      (stored by TMA, one box per query) and its (log scale m c, normaliser l) pair
-//      (FP32) go to [K, T, Hq, 128] / [K, T, Hq, 2] at the entry's slot.
+//      (FP32) go to [T, K, Hq, 128] / [T, K, Hq, 2] at the entry's slot (query-major).
 //   3. combine: per (query, head), the valid slots in ascending order, w_j = exp(s_j - M):
 //      O = BF16(v_global * sum w_j O_j / sum w_j l_j), LSE = M + ln sum w_j l_j (- ln 448
 //      on the FP8 paths); empty rows give 0 and -inf (D5).
@@ -75,11 +75,14 @@ struct PrefillParams {
 /// Most partial rows (top-k x T x Hq) one launch takes: the kernels index them with 32-bit
 /// ints (the partials alone would be 512 GiB). Larger launches return cudaErrorInvalidValue.
 constexpr std::int64_t kMaxPartialRows = 0x7fffffff;
-/// Most query rows T one launch takes (the kernels hold query rows in ints; 2^27 leaves
-/// headroom for t x 16). Larger launches return cudaErrorInvalidValue.
+/// Most query rows T one launch takes (the kernels hold query rows in ints; the partial
+/// rows' bound above is the tighter one whenever K Hq >= 16). Larger launches return
+/// cudaErrorInvalidValue.
 constexpr std::int64_t kMaxQueryRows = std::int64_t{1} << 27;
 
-/// Device workspace bytes of one launch (host-known capacities only: T, Hq, Hkv, K, B, W).
+/// Device workspace bytes of one launch (host-known capacities only: T, Hq, Hkv, K, B, W,
+/// and the tiles per work unit, which also depend on the current device's SM count and
+/// FLASHMSA_PREFILL_TILES_PER_UNIT; the launch on the same device computes the same).
 std::int64_t prefill_kvouter_workspace_bytes(const PrefillParams& p);
 
 /// Plan + attention + combine on `stream` (cudaStream_t). kv_format: 0 = bf16 (q bf16),
