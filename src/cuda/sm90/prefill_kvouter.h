@@ -1,5 +1,7 @@
 // Internal: SM90 KV-outer sparse attention for prefill (the MSA design, spec 3.5; D1,
-// D4-D9). Host-side interface, includable from plain C++ (no CUDA types).
+// D4-D9). Host-side interface, includable from plain C++ (no CUDA types). Sources:
+// prefill_plan.cu (stage 1), prefill_attention.cu (2), prefill_kvouter.cu (3 and the
+// launch), prefill_kvouter_detail.cuh (what they share).
 //
 // Three stages on one stream, no host synchronisation, graph-capturable (the workspace
 // is a stream-ordered allocation from FlashMSA's private pool, workspace_pool.h):

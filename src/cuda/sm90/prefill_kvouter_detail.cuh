@@ -1,0 +1,233 @@
+// Internal to the KV-outer prefill's translation units (prefill_plan.cu, prefill_attention.cu,
+// prefill_kvouter.cu; the design is in prefill_kvouter.h): the tile and plan constants, the
+// work-unit descriptor, the workspace layout and its carving, shared by the plan, the
+// attention kernel and the combine.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "cuda/sm90/attn_tile.cuh"
+#include "cuda/sm90/decode_attention.h"
+#include "cuda/sm90/prefill_kvouter.h"
+
+namespace flashmsa::cuda::prefill {
+
+namespace at = ::flashmsa::cuda::sm90::attn;
+using at::ex2_approx;
+using at::kLog2_448;
+using at::kLog2e;
+namespace gm = ::flashmsa::cuda::sm90::gmma;
+
+constexpr int kThreads = 256;         // 2 consumer warpgroups
+constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head) pairs
+// M-tiles per work unit (one page load each). H200, session 22: with units dispatched
+// in CSR row order (run E), 12 beat 8 and 16 at the floor case (16/1, 8192, 32768); with
+// the dispatch order by KV head, then largest first (kOrderClasses; runs I and K),
+// larger units pay: BF16 / Q8KV8 / Q8KV4 at the floor case 12 tiles 480-483 / 496-497 /
+// 506-511 us, 16 479-481 / 490-493 / 499-503, 24 468-469 / 479-481 / 487-489, 32
+// 466-468 / 477 / 484; 32 is also best at (64/4, *) and (16/1, 16384, 114688) but 12-15
+// us slower than 24 at (16/1, 8192, 0), where 64 rows give too few units for 132 CTAs.
+// Session 16 (16-byte stores) had measured 8 best for BF16. Session 23: 32 where every SM
+// still gets at least 4 units (tiles_per_unit), else 24.
+constexpr int kTilesPerUnit = 24;
+constexpr int kMaxTilesPerUnit = 64;  // FLASHMSA_PREFILL_TILES_PER_UNIT's range
+constexpr int kLargeTilesPerUnit = 32;  // where there are enough units (tiles_per_unit)
+constexpr int kMinUnitsPerSm = 4;
+// Dispatch order of the work units (plan_units ranks, plan_fill sorts): by KV head, then
+// largest first. Largest first (longest-processing-time order) keeps the kernel's tail
+// short; KV head first keeps one head's Q rows (T x G x 256 bytes) the hot set in L2.
+// Classes: KV head x size (the launch checks Hkv x kMaxTilesPerUnit <= kOrderClasses; D10
+// allows 8 x 64).
+constexpr int kOrderClasses = 1024;
+constexpr int kOrderBlocks = 32;  // plan_fill CTAs that do the sort (the others skip it)
+constexpr int kPlanThreads = 256;
+constexpr int kScanThreads = 256;                      // row scans: reduce, then scan
+constexpr int kScanItems = 16;
+constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
+// Sub-counters per CSR row: the plan's counting and filling atomics of warp w go to
+// sub-counter w % nsub of a row, so a page chosen by many queries is not one hot
+// address (the H200 measured 38 + 41 us for plan_count + plan_fill at (16/1, 8192,
+// 32768) with one counter per row). A row's entries stay contiguous in the list, its
+// sub-ranges one after the other. nsub = kSub when rows are hot (at least kSubHotEntries
+// entries per row on average), else 8, while the two [N, nsub] arrays stay small (16 MB
+// each), else 1. At (16/1, 8192, 0) the 64 pages average 2048 entries each and a warp
+// (two queries x 16 slots) aggregates little: the H200 measured the plan at 79 us with
+// 8 sub-counters and 51 us with 32; where rows are not hot, 32 cost more in the scans
+// (40 vs 54 us at (16/1, 8192, 32768), 410 entries per row; session 15, runs G and H).
+constexpr int kSub = 32;
+constexpr std::int64_t kSubHotEntries = 1024;
+constexpr std::int64_t kSubMaxRows = 1 << 19;  // N x 8 ints = 16 MB
+
+// ---------------------------------------------------------------------------------------
+// One work unit: up to w.tpu (tiles_per_unit) M-tiles of one CSR row (page of a request, KV head),
+// fully resolved by the plan so the attention kernel reads it with two 16-byte loads.
+struct __align__(16) UnitDesc {
+  int begin, end;  // entries [begin, end) of the list
+  int ntiles, g;   // M-tiles, KV head
+  int e, valid;    // logical page, valid tokens of the page
+  int off, phys;   // query position = t + off; physical page
+};
+
+// One list entry (int4), everything the attention kernel needs of a (query t, slot k)
+// row group of a CSR row (page e of request b, KV head g), resolved by plan_fill so the
+// kernel's Q gather reads it with one 16-byte load and no unit fields (ncu session 23:
+// deriving them per tile from the unit descriptor in shared memory was 18 % of the
+// kernel's stall samples with the TMA issue):
+//   x = (t K + k) Hq + g G: the o_part / ml_part row of the query's first head of g
+//   y = t: the query row (the Q gather's coordinate)
+//   z = the last visible token of the page for the query: p % 128 on its local page,
+//       else 127, never past the page's valid tokens (-1: none)
+//   w = g G: the first query head of KV head g (the Q gather's head coordinate)
+// Padding rows (past a unit's end) read as {-1, 0, -1, 0}.
+
+// Workspace: carved from one allocation, every piece 256-byte aligned.
+struct Workspace {
+  int nsub = 1;                     // sub-counters per CSR row (kSub, 8 or 1)
+  int tpu = kTilesPerUnit;          // M-tiles per work unit (tiles_per_unit: by shape, or the env override)
+  int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed, consumed by the fill)
+  int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
+  int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
+  int* row_ptr = nullptr;           // [N+1]
+  int* unit_ptr = nullptr;          // [N+1] work units before each row
+  int2* block_sums = nullptr;       // [scan blocks] (entries, units) per kScanRows rows
+  UnitDesc* units = nullptr;        // [unit capacity] in dispatch order
+  int4* list = nullptr;             // [Hkv * T * K] ListEntry, CSR order
+  unsigned* vmask = nullptr;        // [T * Hkv] valid slots (bit k)
+  // Partials, query-major: a query's K x Hq rows are contiguous, so the combine reads one
+  // block per query (H200, session 23 run R, three passes: 1-5 us faster per call than
+  // slot-major [K, T, Hq, 128], floor case combine 147-149 against 148-151 us).
+  std::uint16_t* o_part = nullptr;  // bf16 [T, K, Hq, 128] unnormalised partial O
+  float* ml_part = nullptr;         // f32 [T, K, Hq, 2] (m c, l): log scale and normaliser of o_part
+  std::uint16_t* q16 = nullptr;     // f16 [T, Hq, 128]: the E4M3 query's exact F16 image (QK16 only)
+  int* size_count = nullptr;        // = sched + 1: [kOrderClasses] work units per order class (zeroed)
+  int2* unit_key = nullptr;         // [unit capacity] (order class, rank in the class) (plan_units)
+  UnitDesc* units_by_row = nullptr;  // [unit capacity] plan_units' descriptors in CSR row order (plan_fill
+                                     // moves them into `units` in dispatch order: largest first)
+  std::int64_t bytes = 0;
+};
+
+inline std::int64_t align256(std::int64_t b) { return (b + 255) / 256 * 256; }
+
+__host__ __device__ inline std::int64_t num_csr_rows(const PrefillParams& p) {
+  return static_cast<std::int64_t>(p.num_kv_heads) * p.batch * p.bt_width;
+}
+
+// Work units: ceil(ceil(n / qpt) / tpu) per row of n entries, so at most
+// entries / (tpu * qpt) + (non-empty rows) in all.
+inline std::int64_t unit_capacity(const PrefillParams& p, int tpu) {
+  const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
+  const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
+  return num_csr_rows(p) + entries / (tpu * qpt) + 1;
+}
+
+// SMs of the current device (the attention kernel's grid; cached per device), 132 if the
+// query fails.
+inline int device_sms() {
+  static int cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (cache[dev] == 0) {
+    int n = 0;
+    cache[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
+  }
+  return cache[dev];
+}
+
+// M-tiles per work unit: FLASHMSA_PREFILL_TILES_PER_UNIT (1..kMaxTilesPerUnit) if set,
+// else kLargeTilesPerUnit where that still leaves every SM at least kMinUnitsPerSm units,
+// else kTilesPerUnit. Units are estimated from host-known shapes only (the per-row entry
+// counts are on the device): the entries spread evenly over the N CSR rows. A block
+// table wider than the requests makes N larger than the rows in use, so the estimate
+// then errs towards the larger size (a few us slower at worst; the output is the same).
+// H200, session 23 (run P, v4 sweep, us at BF16 / Q8KV8 / Q8KV4): floor case (16/1,
+// 8192, 32768) 24 tiles 456 / 470 / 472, 32 455 / 469 / 469; (64/4, 8192, 32768) 24
+// 1703 / 1763 / 1769, 32 1675 / 1744 / 1740; (16/1, 16384, 114688) 24 897 / 930 / 929,
+// 32 885 / 916 / 919; but (16/1, 8192, 0) 24 419 / 432 / 431, 32 432 / 444 / 445 (64
+// rows: 512 units of 32 tiles, 3.9 per SM, too few to balance).
+inline int tiles_per_unit(const PrefillParams& p) {
+  static const int forced = [] {
+    const char* e = std::getenv("FLASHMSA_PREFILL_TILES_PER_UNIT");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v >= 1 && v <= kMaxTilesPerUnit ? v : 0;
+  }();
+  if (forced != 0) return forced;
+  const std::int64_t N = num_csr_rows(p);
+  const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
+  const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
+  const std::int64_t tiles_per_row = ((entries + N - 1) / N + qpt - 1) / qpt;
+  const std::int64_t units = N * ((tiles_per_row + kLargeTilesPerUnit - 1) / kLargeTilesPerUnit);
+  return units >= static_cast<std::int64_t>(kMinUnitsPerSm) * device_sms() ? kLargeTilesPerUnit : kTilesPerUnit;
+}
+
+// QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
+// call (in plan_fill, widen_q_chunk), instead of widening each gathered tile in shared memory.
+inline bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma(); }
+
+inline Workspace carve(const PrefillParams& p, void* base) {
+  const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
+  Workspace w;
+  const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
+  w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
+  w.tpu = tiles_per_unit(p);
+  const std::int64_t S = w.nsub;
+  const std::int64_t ucap = unit_capacity(p, w.tpu);
+  const std::int64_t sizes[13] = {(N * S + 1 + kOrderClasses) * 4,
+                                 (N + 1) * 4,
+                                 (N + 1) * 4,
+                                 (N + kScanRows - 1) / kScanRows * 8,
+                                 unit_capacity(p, w.tpu) * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                 p.num_kv_heads * T * K * 16,
+                                 T * p.num_kv_heads * 4,
+                                 K * T * p.num_q_heads * 128 * 2,
+                                 K * T * p.num_q_heads * 8,
+                                 N * S * 4,
+                                 uses_q16(p) ? T * p.num_q_heads * 128 * 2 : 0,
+                                 ucap * 8,
+                                 ucap * static_cast<std::int64_t>(sizeof(UnitDesc))};
+  std::int64_t off = 0;
+  char* b = static_cast<char*>(base);
+  void* ptrs[13];
+  for (int i = 0; i < 13; ++i) {
+    ptrs[i] = b ? b + off : nullptr;
+    off += align256(sizes[i]);
+  }
+  w.counts = static_cast<int*>(ptrs[0]);
+  w.sched = w.counts ? w.counts + N * S : nullptr;
+  w.row_ptr = static_cast<int*>(ptrs[1]);
+  w.unit_ptr = static_cast<int*>(ptrs[2]);
+  w.block_sums = static_cast<int2*>(ptrs[3]);
+  w.units = static_cast<UnitDesc*>(ptrs[4]);
+  w.list = static_cast<int4*>(ptrs[5]);
+  w.vmask = static_cast<unsigned*>(ptrs[6]);
+  w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
+  w.ml_part = static_cast<float*>(ptrs[8]);
+  w.sub_ptr = static_cast<int*>(ptrs[9]);
+  w.q16 = uses_q16(p) ? static_cast<std::uint16_t*>(ptrs[10]) : nullptr;
+  w.size_count = w.sched ? w.sched + 1 : nullptr;
+  w.unit_key = static_cast<int2*>(ptrs[11]);
+  w.units_by_row = static_cast<UnitDesc*>(ptrs[12]);
+  w.bytes = off;
+  return w;
+}
+
+
+// Programmatic dependents (pdl.cuh) past the plan: bit 0 the attention kernel, bit 1 the
+// combine; FLASHMSA_PREFILL_PDL=0..3 overrides the default (benchmark A/B).
+inline int prefill_pdl() {
+  static const int mode = [] {
+    const char* e = std::getenv("FLASHMSA_PREFILL_PDL");
+    return e != nullptr && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 3;
+  }();
+  return mode;
+}
+
+// The plan (prefill_plan.cu): plan_zero, plan_count, the row scans, plan_units, plan_fill
+// on `stream`, each a programmatic dependent of the one before.
+cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t stream);
+// The attention kernel (prefill_attention.cu) for kv_format 0 (BF16), 1 (FP8) or 2
+// (NVFP4), a programmatic dependent of plan_fill unless FLASHMSA_PREFILL_PDL says otherwise.
+cudaError_t launch_attention(const PrefillParams& p, const Workspace& w, int kv_format, cudaStream_t stream);
+
+}  // namespace flashmsa::cuda::prefill

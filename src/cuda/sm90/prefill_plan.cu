@@ -1,0 +1,481 @@
+// SM90 KV-outer sparse attention for prefill: the plan (stage 1 in prefill_kvouter.h).
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "cuda/sm90/pdl.cuh"
+#include "cuda/sm90/prefill_kvouter_detail.cuh"
+
+namespace flashmsa::cuda::prefill {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Plan.
+//
+// Kernels in stream order: plan_zero, plan_count, the row scans, plan_units, plan_fill,
+// then the attention kernel and the combine. All but plan_zero are programmatic
+// dependents of their predecessor (pdl.cuh; the attention kernel and the combine unless
+// FLASHMSA_PREFILL_PDL says otherwise): each plan kernel triggers its dependent at its
+// start (the scans after their wait; the attention kernel not at all: see there), and
+// each kernel waits before it
+// touches anything an earlier kernel writes,
+// so the next launch, and whatever part of the next kernel reads only the inputs (top-k,
+// block table, lengths), runs under the previous kernel. Every thread waits
+// unconditionally (no return before pdl_wait), so a kernel never completes before its
+// predecessor and completion is transitive down the chain.
+//
+// plan_count and plan_fill run one thread per (query t, KV head g, top-k slot k), thread
+// j = ((t Hkv + g) << 4) | k: the 16 slots of a (query, KV head) are the lanes of one warp
+// half and share validity through warp votes. Both kernels are chains of dependent
+// global round trips (request lookup, top-k, block table, atomics); one thread per
+// (query, KV head) walking its 16 slots ran 32 CTAs at (16/1, 8192, *) on 132 SMs and was
+// latency bound. Per slot, the grid has 16 times the threads, each with one short chain,
+// and a half warp reads its (contiguous) top-k row in one 64-byte access.
+
+// Zeroes counts[0, n): the sub-counters and the attention kernel's unit counter. A kernel
+// rather than a memset node, so plan_count can be its programmatic dependent.
+constexpr int kZeroMaxBlocks = 2048;
+__global__ void __launch_bounds__(kPlanThreads) plan_zero(int* counts, long long n) {
+  sm90::pdl_launch_dependents();
+  for (long long x = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x; x < n;
+       x += static_cast<long long>(gridDim.x) * kPlanThreads)
+    counts[x] = 0;
+}
+
+// Query row t -> request b (last b with cu[b] <= t), its KV length seq and the query's
+// position pos (D4). In range reads only.
+__device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, long long* seq, long long* pos) {
+  int lo = 0, hi = p.batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.cu_seqlens[mid * p.cu_stride] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  *b = lo;
+  const long long start = p.cu_seqlens[lo * p.cu_stride];
+  const long long q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
+  *seq = p.seq_lens[lo * p.seq_lens_stride];
+  *pos = *seq - q_len + (t - start);
+}
+
+// Sub-counter of the entry of thread j: that of its warp, j >> 5 (see kSub; nsub is 32, 8 or 1,
+// so a mask). A warp holds two (query, KV head) pairs and consecutive warps the next ones,
+// so a page chosen by many neighbouring queries spreads over all sub-counters. plan_count and plan_fill run the
+// same grid with the same thread per entry, so both see the same sub-counter.
+__device__ __forceinline__ int plan_sub(const Workspace& w, long long j) {
+  return static_cast<int>((j >> 5) & (w.nsub - 1));
+}
+
+// QK16: 16-byte chunk c of the E4M3 query's (query t, head h) row -> the exact F16 image,
+// contiguous in q16 [T, Hq, 128]. Session 15: widening each gathered tile in shared
+// memory instead cost the FP8 paths about 50 us of the attention kernel at (16/1, 8192,
+// 32768) (429 against 377 us for BF16); session 16: a kernel of its own before the plan
+// cost 16 us there; session 21 moved it from plan_count into plan_fill (see there).
+__device__ __forceinline__ void widen_q_chunk(const PrefillParams& p, std::uint16_t* q16, long long t, int h, int c) {
+  const uint4 in = *reinterpret_cast<const uint4*>(static_cast<const std::uint8_t*>(p.q) + t * p.q_row_stride +
+                                                   h * p.q_head_stride + c * 16);
+  const std::uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  std::uint32_t o[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) gm::f16x2_pair(w[k], o[2 * k], o[2 * k + 1]);
+  uint4* dst = reinterpret_cast<uint4*>(q16 + ((t * p.num_q_heads + h) * 128 + c * 16));
+  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// D1 per slot, one thread each (see above): slot k of (t, g) is valid iff k < K, the query
+// position is >= 0, its page v = topk[t, g, k] is in [0, request pages), v <= pos / 128,
+// v < W, the block-table entry is in [0, num_pages), and no earlier valid slot of the
+// row has the same page (duplicates count once). The top-k read does not wait for the
+// request lookup; the block-table read follows both. The 16 lanes of a row share through
+// one __match_any_sync on the slot's (CSR row, sub-counter) key: inside a row the key
+// is the page, so an accepted slot is a duplicate iff a lower lane of its half has the
+// same key (a lower duplicate of an earlier slot still has that earlier slot's key, so
+// checking every accepted lower lane equals checking the valid ones). __ballot_sync
+// gathers the row's valid-slot mask (bit k), stored once per (query, KV head). Counting
+// is warp-aggregated on the same match: the valid lanes of a key (at most one per half)
+// add once, through the lowest. No lane returns early (__match_any_sync, __ballot_sync).
+__global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
+  sm90::pdl_launch_dependents();
+  const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  const long long i = j >> 4;  // (query, KV head) pair
+  const int k = threadIdx.x & 15, lane = threadIdx.x & 31;
+  const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  // Inputs only up to the wait (no earlier plan kernel writes them).
+  long long key = -1;  // (CSR row, sub-counter) of the slot if D1 accepts it, duplicates not yet removed
+  if (live && k < p.topk_k) {
+    const int t = static_cast<int>(i / p.num_kv_heads), g = static_cast<int>(i % p.num_kv_heads);
+    const long long v = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
+    int b;
+    long long seq, pos;
+    locate(p, t, &b, &seq, &pos);
+    const long long req_pages = (seq + 127) / 128;
+    if (pos >= 0 && v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width) {
+      const long long phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
+      if (phys >= 0 && phys < p.num_pages)
+        key = ((static_cast<long long>(g) * p.batch + b) * p.bt_width + v) * w.nsub + plan_sub(w, j);
+    }
+  }
+  const unsigned peers = __match_any_sync(0xffffffffu, key);
+  const int half = lane & 16;  // first lane of the row
+  const bool valid = key >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
+  const unsigned vbits = __ballot_sync(0xffffffffu, valid);
+  sm90::pdl_wait();  // counts: zeroed by plan_zero
+  if (live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
+  const unsigned group = peers & vbits;
+  if (valid && lane == __ffs(group) - 1) atomicAdd(&w.counts[key], __popc(group));
+}
+
+// Exclusive scans of the entries per row (row_ptr) and of the work units per row
+// (unit_ptr, ceil(ceil(n / qpt) / tpu) for n entries), reduce-then-scan over
+// blocks of kScanRows rows: scan_reduce (block totals), scan_blocks (one CTA: block
+// offsets, in place, and the totals row_ptr[N], unit_ptr[N]), scan_rows.
+__device__ __forceinline__ int units_of(int n, int qpt, int tpu) {
+  return ((n + qpt - 1) / qpt + tpu - 1) / tpu;
+}
+
+// Entries of CSR row r (< N): the sum of its nsub sub-counters, read as 16-byte vectors
+// where nsub is 8 or 32 (a row's counters are contiguous and 32- or 128-byte aligned).
+__device__ __forceinline__ int row_count(const Workspace& w, long long r) {
+  const int* c = w.counts + r * w.nsub;
+  if (w.nsub == 1) return c[0];
+  const int4* c4 = reinterpret_cast<const int4*>(c);
+  int n = 0;
+#pragma unroll
+  for (int s = 0; s < kSub / 4; ++s) {
+    if (4 * s < w.nsub) {
+      const int4 v = c4[s];
+      n += (v.x + v.y) + (v.z + v.w);
+    }
+  }
+  return n;
+}
+
+// The entries of rows b0 .. b0 + kScanRows - 1 (0 at and past N) into s_ce, one row per
+// thread at a time: only the rows that exist are read, each by one thread, and adjacent
+// threads read adjacent rows. (Session 21: with one thread per 16 consecutive rows, and
+// every row of the block read through a clamped address, scan_single alone took 13.6 us
+// at (16/1, 8192, 32768), N = 320, and 26.5 us at (16/1, 8192, 0), N = 64 with 32
+// sub-counters, under ncu on the H200.) Ends with a CTA barrier.
+__device__ __forceinline__ void block_row_counts(const Workspace& w, long long b0, long long N, int* s_ce) {
+  for (int i = threadIdx.x; i < kScanRows; i += kScanThreads) {
+    const long long r = b0 + i;
+    s_ce[i] = r < N ? row_count(w, r) : 0;
+  }
+  __syncthreads();
+}
+
+// A thread's kScanItems consecutive rows of the block (thread t: rows 16 t ..): entries
+// from s_ce and work units.
+__device__ __forceinline__ void load_scan_items(const Workspace& w, int qpt, const int* s_ce, int (&ce)[kScanItems],
+                                                int (&cu)[kScanItems]) {
+  const int4* v = reinterpret_cast<const int4*>(s_ce + threadIdx.x * kScanItems);
+#pragma unroll
+  for (int i = 0; i < kScanItems / 4; ++i) {
+    const int4 x = v[i];
+    ce[4 * i] = x.x;
+    ce[4 * i + 1] = x.y;
+    ce[4 * i + 2] = x.z;
+    ce[4 * i + 3] = x.w;
+  }
+#pragma unroll
+  for (int i = 0; i < kScanItems; ++i) cu[i] = units_of(ce[i], qpt, w.tpu);
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_wait();  // counts (plan_count)
+  sm90::pdl_launch_dependents();
+  using Reduce = cub::BlockReduce<int, kScanThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ __align__(16) int s_ce[kScanRows];
+  block_row_counts(w, static_cast<long long>(blockIdx.x) * kScanRows, num_csr_rows(p), s_ce);
+  int ce[kScanItems], cu[kScanItems];
+  load_scan_items(w, qpt, s_ce, ce, cu);
+  const int se = Reduce(tmp).Sum(ce);
+  __syncthreads();
+  const int su = Reduce(tmp).Sum(cu);
+  if (threadIdx.x == 0) w.block_sums[blockIdx.x] = make_int2(se, su);
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_blocks(const PrefillParams p, Workspace w, int nblocks) {
+  sm90::pdl_wait();  // block_sums (scan_reduce)
+  sm90::pdl_launch_dependents();
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  int carry_e = 0, carry_u = 0;
+  for (int base = 0; base < nblocks; base += kScanThreads) {
+    const int i = base + threadIdx.x;
+    const int2 v = i < nblocks ? w.block_sums[i] : make_int2(0, 0);
+    int oe, ou, ae, au;
+    Scan(tmp).ExclusiveSum(v.x, oe, ae);
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(v.y, ou, au);
+    __syncthreads();
+    if (i < nblocks) w.block_sums[i] = make_int2(carry_e + oe, carry_u + ou);
+    carry_e += ae;
+    carry_u += au;
+  }
+  if (threadIdx.x == 0) {
+    const long long N = num_csr_rows(p);
+    w.row_ptr[N] = carry_e;
+    w.unit_ptr[N] = carry_u;
+  }
+}
+
+__global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_wait();  // counts (plan_count), block offsets (scan_blocks)
+  sm90::pdl_launch_dependents();
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ __align__(16) int s_ce[kScanRows];
+  block_row_counts(w, static_cast<long long>(blockIdx.x) * kScanRows, num_csr_rows(p), s_ce);
+  int ce[kScanItems], cu[kScanItems];
+  load_scan_items(w, qpt, s_ce, ce, cu);
+  Scan(tmp).ExclusiveSum(ce, ce);
+  __syncthreads();
+  Scan(tmp).ExclusiveSum(cu, cu);
+  const int2 off = w.block_sums[blockIdx.x];
+  const long long N = num_csr_rows(p);
+#pragma unroll
+  for (int i = 0; i < kScanItems; ++i) {
+    const long long r = static_cast<long long>(blockIdx.x) * kScanRows + threadIdx.x * kScanItems + i;
+    if (r < N) {
+      w.row_ptr[r] = off.x + ce[i];
+      w.unit_ptr[r] = off.y + cu[i];
+    }
+  }
+}
+
+// Small plans (at most kSingleScanBlocks scan blocks): the same two scans in one CTA,
+// block by block with a running carry (one launch instead of three).
+constexpr int kSingleScanBlocks = 16;
+__global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_wait();  // counts (plan_count)
+  sm90::pdl_launch_dependents();
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  const long long N = num_csr_rows(p);
+  int carry_e = 0, carry_u = 0;
+  __shared__ __align__(16) int s_ce[kScanRows];
+  for (long long b0 = 0; b0 < N; b0 += kScanRows) {
+    block_row_counts(w, b0, N, s_ce);
+    int ce[kScanItems], cu[kScanItems];
+    load_scan_items(w, qpt, s_ce, ce, cu);
+    int te, tu;
+    Scan(tmp).ExclusiveSum(ce, ce, te);
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(cu, cu, tu);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      const long long r = b0 + threadIdx.x * kScanItems + i;
+      if (r < N) {
+        w.row_ptr[r] = carry_e + ce[i];
+        w.unit_ptr[r] = carry_u + cu[i];
+      }
+    }
+    carry_e += te;
+    carry_u += tu;
+  }
+  if (threadIdx.x == 0) {
+    w.row_ptr[N] = carry_e;
+    w.unit_ptr[N] = carry_u;
+  }
+}
+
+// Each valid entry (query t, slot k) takes a position in its row's sub-range, counting
+// the sub-counter down (any order: see the header), warp-aggregated as in plan_count:
+// one atomic per (row, sub-counter) key per warp, through the lowest lane of the key,
+// the others ranked below it. Same grid and thread per entry as plan_count (so the same
+// sub-counter). The top-k read and request lookup are inputs and go before the wait;
+// then the valid-slot mask, the atomic and the sub-range start (in flight together),
+// and the list store. No lane returns early (__match_any_sync, __shfl_sync).
+__global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
+  sm90::pdl_launch_dependents();
+  const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
+  const long long i = j >> 4;
+  const int k = threadIdx.x & 15, lane = threadIdx.x & 31;
+  const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  int t = 0, e = 0;
+  long long base = 0;
+  int4 ent = make_int4(-1, 0, -1, 0);  // ListEntry
+  if (live && k < p.topk_k) {
+    const int g = static_cast<int>(i % p.num_kv_heads), G = p.num_q_heads / p.num_kv_heads;
+    t = static_cast<int>(i / p.num_kv_heads);
+    e = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
+    int b;
+    long long seq, pos;
+    locate(p, t, &b, &seq, &pos);
+    base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+    // (Only valid entries are stored, 0 <= e <= pos / 128; for the others e is arbitrary,
+    // and the 64-bit arithmetic below keeps that harmless.)
+    const long long valid = max(0LL, min(128LL, seq - 128LL * e));
+    const long long lim = min((pos >> 7) == e ? (pos & 127) : 127LL, valid - 1);
+    ent = make_int4((t * p.topk_k + k) * p.num_q_heads + g * G, t, static_cast<int>(lim), g * G);
+  }
+  // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) before the wait, under
+  // the scans' tail (they trigger after their wait) and plan_units, small kernels that
+  // leave most of the GPU idle. Session 21: in plan_count, where only plan_zero ran beside
+  // it, the FP8 plan took 10-12 us more than BF16's; here 8-9 us more. q16 is workspace:
+  // plan_zero, an ordinary launch, started after all earlier work on the stream, and this
+  // kernel starts after it; only the attention kernel (after this kernel's completion)
+  // reads q16.
+  if (w.q16 != nullptr && live) {
+    const int G = p.num_q_heads / p.num_kv_heads;
+    const long long tq = i / p.num_kv_heads;
+    const int h0 = static_cast<int>(i % p.num_kv_heads) * G;
+    for (int c = k; c < 8 * G; c += 16) widen_q_chunk(p, w.q16, tq, h0 + (c >> 3), c & 7);
+  }
+  sm90::pdl_wait();  // vmask (plan_count), counts and sub_ptr (plan_units)
+  if (blockIdx.x < kOrderBlocks) {  // The dispatch order (see kOrderClasses): a counting sort, ranked by plan_units.
+    using Scan = cub::BlockScan<int, kPlanThreads>;
+    constexpr int kPer = kOrderClasses / kPlanThreads;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ int s_base[kOrderClasses];
+    int c[kPer];
+#pragma unroll
+    for (int x = 0; x < kPer; ++x) c[x] = w.size_count[threadIdx.x * kPer + x];
+    Scan(tmp).ExclusiveSum(c, c);
+#pragma unroll
+    for (int x = 0; x < kPer; ++x) s_base[threadIdx.x * kPer + x] = c[x];
+    __syncthreads();
+    const int nunits = w.unit_ptr[num_csr_rows(p)];
+    const int stride = min(static_cast<int>(gridDim.x), kOrderBlocks) * kPlanThreads;
+    for (int u = blockIdx.x * kPlanThreads + threadIdx.x; u < nunits; u += stride) {
+      const int2 key = w.unit_key[u];
+      w.units[s_base[key.x] + key.y] = w.units_by_row[u];
+    }
+  }
+  const bool valid = live && ((w.vmask[i] >> k) & 1u);  // bits >= K are 0
+  const long long key = valid ? (base + e) * w.nsub + plan_sub(w, j) : -1;
+  const unsigned peers = __match_any_sync(0xffffffffu, key);
+  const int lead = __ffs(peers) - 1;
+  int old = 0, start = 0;
+  if (valid) {
+    start = w.sub_ptr[key];
+    if (lane == lead) old = atomicSub(&w.counts[key], __popc(peers));
+  }
+  const int top = __shfl_sync(0xffffffffu, old, lead);  // the key's count before the group
+  if (valid) w.list[start + top - 1 - __popc(peers & ((1u << lane) - 1u))] = ent;
+}
+
+// kRowLanes threads per CSR row (a quarter warp): the start of each sub-range of the row
+// (for plan_fill, which runs after this kernel), and the descriptors of the row's work
+// units. Lane l of a row takes sub-counters l nsub/8 .. (one lane for nsub = 1), an
+// exclusive scan over the row's lanes places them, and the lanes write units l, l + 8, ...
+// The row's physical page and request lengths are inputs, loaded before the wait.
+// (Session 21: with one thread per row, which wrote up to 32 sub-range starts and 32
+// units in turn, the kernel took 9.7 us at (16/1, 8192, 32768) and 13.1 us at (16/1,
+// 8192, 0) under ncu on the H200.)
+constexpr int kRowLanes = 8;
+static_assert(kSub % kRowLanes == 0 && 32 % kRowLanes == 0, "a row's lanes split its sub-counters");
+__global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt) {
+  sm90::pdl_launch_dependents();
+  const long long r = (static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x) / kRowLanes;
+  const int lane = threadIdx.x % kRowLanes;
+  const unsigned row_mask = ((1u << kRowLanes) - 1u) << (threadIdx.x & (32 - kRowLanes));  // this row's lanes
+  const bool in = r < num_csr_rows(p);
+  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
+  const long long rem = in ? r % per_head : 0;
+  const int b = static_cast<int>(rem / p.bt_width);
+  UnitDesc d;
+  d.g = static_cast<int>(r / per_head);
+  d.e = static_cast<int>(rem % p.bt_width);
+  long long seq = 0, cu_end = 0;
+  d.phys = 0;
+  if (in) {
+    d.phys = p.block_table[b * p.bt_stride[0] + d.e * p.bt_stride[1]];  // in range; valid when the row has entries
+    seq = p.seq_lens[b * p.seq_lens_stride];
+    cu_end = p.cu_seqlens[(b + 1) * p.cu_stride];
+  }
+  sm90::pdl_wait();  // row_ptr, unit_ptr (scans), counts (plan_count)
+  if (!in) return;  // the row's lanes leave together
+  const int rb = w.row_ptr[r], n = w.row_ptr[r + 1] - rb;
+  if (n == 0) return;
+  {
+    constexpr int kPer = kSub / kRowLanes;  // sub-counters per lane at most
+    const int ns = w.nsub, per = ns >= kRowLanes ? ns / kRowLanes : (lane == 0 ? ns : 0);
+    const int s0 = lane * per;
+    static_assert(kPer == 4, "one int4 of sub-counters per lane at nsub = kSub");
+    int c[kPer] = {0, 0, 0, 0};
+    if (per == kPer) {  // 16-byte aligned: a row's 32 counters start at a multiple of 128 bytes
+      const int4 v = *reinterpret_cast<const int4*>(w.counts + r * ns + s0);
+      c[0] = v.x;
+      c[1] = v.y;
+      c[2] = v.z;
+      c[3] = v.w;
+    } else {  // nsub 8 (one each) or 1 (lane 0 only)
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        if (i < per) c[i] = w.counts[r * ns + s0 + i];
+    }
+    const int mine = (c[0] + c[1]) + (c[2] + c[3]);
+    int incl = mine;
+#pragma unroll
+    for (int o = 1; o < kRowLanes; o *= 2) {
+      const int v = __shfl_up_sync(row_mask, incl, o, kRowLanes);
+      if (lane >= o) incl += v;
+    }
+    int first = rb + incl - mine;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      if (i < per) w.sub_ptr[r * ns + s0 + i] = first;
+      first += c[i];
+    }
+  }
+  const int tiles = (n + qpt - 1) / qpt;
+  d.off = static_cast<int>(seq - cu_end);
+  d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
+  const int u0 = w.unit_ptr[r];
+  for (int k = lane; k * w.tpu < tiles; k += kRowLanes) {
+    d.ntiles = min(w.tpu, tiles - k * w.tpu);
+    d.begin = rb + k * w.tpu * qpt;
+    d.end = min(rb + n, d.begin + d.ntiles * qpt);
+    w.units_by_row[u0 + k] = d;
+    // The unit's rank in its order class (KV head, then tpu - ntiles: largest first), one
+    // atomic per class and warp; plan_fill turns (class, rank) into the dispatch order.
+    const int key = d.g * w.tpu + (w.tpu - d.ntiles), wl = threadIdx.x & 31;
+    const unsigned peers = __match_any_sync(__activemask(), key);
+    const int lead = __ffs(peers) - 1;
+    int first = 0;
+    if (wl == lead) first = atomicAdd(&w.size_count[key], __popc(peers));
+    first = __shfl_sync(peers, first, lead);
+    w.unit_key[u0 + k] = make_int2(key, first + __popc(peers & ((1u << wl) - 1u)));
+  }
+}
+
+
+}  // namespace
+
+cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t stream) {
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const long long N = num_csr_rows(p);
+  const long long th = static_cast<long long>(p.num_rows) * p.num_kv_heads * 16;  // (query, KV head, slot)
+  const unsigned plan_blocks = static_cast<unsigned>((th + kPlanThreads - 1) / kPlanThreads);
+  const unsigned row_blocks = static_cast<unsigned>((N * kRowLanes + kPlanThreads - 1) / kPlanThreads);
+  const int qpt = kTileRows / G;
+  const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
+  const long long nzero = N * w.nsub + 1 + kOrderClasses;  // counts, sched, size_count
+  const long long zero_blocks = (nzero + kPlanThreads - 1) / kPlanThreads;
+  // plan_zero, then programmatic dependents (see "Plan." at the top of this file).
+  plan_zero<<<static_cast<unsigned>(zero_blocks < kZeroMaxBlocks ? zero_blocks : kZeroMaxBlocks), kPlanThreads, 0,
+              stream>>>(w.counts, nzero);
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) err = sm90::launch_pdl(plan_count, plan_blocks, kPlanThreads, 0, stream, true, p, w);
+  if (err == cudaSuccess) {
+    if (scan_blocks_n <= kSingleScanBlocks) {
+      err = sm90::launch_pdl(scan_single, 1, kScanThreads, 0, stream, true, p, w, qpt);
+    } else {
+      err = sm90::launch_pdl(scan_reduce, scan_blocks_n, kScanThreads, 0, stream, true, p, w, qpt);
+      if (err == cudaSuccess)
+        err = sm90::launch_pdl(scan_blocks, 1, kScanThreads, 0, stream, true, p, w, static_cast<int>(scan_blocks_n));
+      if (err == cudaSuccess)
+        err = sm90::launch_pdl(scan_rows, scan_blocks_n, kScanThreads, 0, stream, true, p, w, qpt);
+    }
+  }
+  if (err == cudaSuccess)  // before the fill: sub_ptr
+    err = sm90::launch_pdl(plan_units, row_blocks, kPlanThreads, 0, stream, true, p, w, qpt);
+  if (err == cudaSuccess) err = sm90::launch_pdl(plan_fill, plan_blocks, kPlanThreads, 0, stream, true, p, w);
+  return err;
+}
+
+}  // namespace flashmsa::cuda::prefill
