@@ -11,6 +11,10 @@
 namespace flashmsa::cuda::prefill {
 namespace {
 
+using at::ex2_approx;
+using at::kLog2_448;
+using at::kLog2e;
+
 // ---------------------------------------------------------------------------------------
 // Attention.
 
@@ -567,15 +571,14 @@ template <int FMT, bool QK16>
 cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream_t stream) {
   constexpr int smem = Smem<FMT, QK16>::kAlloc;
   static bool configured[64] = {};
-  static int sms[64] = {};
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
+  int sms = 0;
+  cudaError_t err = device_sms(&sms);  // also checks the device ordinal (< 64)
   if (err != cudaSuccess) return err;
-  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  int dev = 0;
+  err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
   if (!configured[dev]) {
     err = cudaFuncSetAttribute(prefill_attention<FMT, QK16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    err = cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return err;
     configured[dev] = true;
   }
@@ -585,7 +588,7 @@ cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream
   CUtensorMap o_map;
   err = encode_o_map(p, w, &o_map);
   if (err != cudaSuccess) return err;
-  return sm90::launch_pdl(prefill_attention<FMT, QK16>, sms[dev], kThreads, smem, stream, (prefill_pdl() & 1) != 0, p,
+  return sm90::launch_pdl(prefill_attention<FMT, QK16>, sms, kThreads, smem, stream, (prefill_pdl() & 1) != 0, p,
                           w, q_map, o_map);
 }
 

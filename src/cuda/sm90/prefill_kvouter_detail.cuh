@@ -15,9 +15,6 @@
 namespace flashmsa::cuda::prefill {
 
 namespace at = ::flashmsa::cuda::sm90::attn;
-using at::ex2_approx;
-using at::kLog2_448;
-using at::kLog2e;
 namespace gm = ::flashmsa::cuda::sm90::gmma;
 
 constexpr int kThreads = 256;         // 2 consumer warpgroups
@@ -122,17 +119,22 @@ inline std::int64_t unit_capacity(const PrefillParams& p, int tpu) {
   return num_csr_rows(p) + entries / (tpu * qpt) + 1;
 }
 
-// SMs of the current device (the attention kernel's grid; cached per device), 132 if the
-// query fails.
-inline int device_sms() {
+// SMs of the current device (device_sm_count, decode_attention.h), cached per device: the
+// attention kernel's grid and the unit-size choice (tiles_per_unit).
+inline cudaError_t device_sms(int* n) {
   static int cache[64] = {};
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (cache[dev] == 0) {
-    int n = 0;
-    cache[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  if (cache[dev] <= 0) {
+    int count = 0;
+    e = static_cast<cudaError_t>(device_sm_count(&count));
+    if (e != cudaSuccess) return e;
+    cache[dev] = count;
   }
-  return cache[dev];
+  *n = cache[dev];
+  return cudaSuccess;
 }
 
 // M-tiles per work unit: FLASHMSA_PREFILL_TILES_PER_UNIT (1..kMaxTilesPerUnit) if set,
@@ -158,7 +160,9 @@ inline int tiles_per_unit(const PrefillParams& p) {
   const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
   const std::int64_t tiles_per_row = ((entries + N - 1) / N + qpt - 1) / qpt;
   const std::int64_t units = N * ((tiles_per_row + kLargeTilesPerUnit - 1) / kLargeTilesPerUnit);
-  return units >= static_cast<std::int64_t>(kMinUnitsPerSm) * device_sms() ? kLargeTilesPerUnit : kTilesPerUnit;
+  int sms = 132;  // a failed query fails the launch anyway (run_attention)
+  (void)device_sms(&sms);
+  return units >= static_cast<std::int64_t>(kMinUnitsPerSm) * sms ? kLargeTilesPerUnit : kTilesPerUnit;
 }
 
 // QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
