@@ -8,10 +8,11 @@
 //   1. plan: per KV head, a CSR from every (request, logical page) "row" to the
 //      (query, top-k slot) entries that selected it (D1 validation, duplicates once):
 //      a counting pass, one thread per top-k slot, with warp-aggregated atomics on 8
-//      sub-counters per row (32 on hot rows, 1 for huge plans), exclusive
-//      scans of entries and work units per row (reduce-then-scan), a pass writing each
-//      row's sub-range starts and work-unit descriptors (ranked for the dispatch order),
-//      a fill pass (which first sorts the units into that order). The order inside a
+//      sub-counters per row (32 on hot rows, 1 for huge plans) that also rank each slot,
+//      exclusive scans of entries and work units per row (reduce-then-scan; small plans
+//      do it inside the next pass), a pass writing each row's sub-range starts and
+//      work-unit descriptors (ranked for the dispatch order), a fill pass (which first
+//      sorts the units into that order) placing each slot at its start plus its rank. The order inside a
 //      row is not fixed, and does not need to be: every
 //      entry's partial depends only on its own query row and page, never on its tile
 //      neighbours.

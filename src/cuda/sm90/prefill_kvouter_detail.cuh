@@ -43,7 +43,7 @@ constexpr int kPlanThreads = 256;
 constexpr int kScanThreads = 256;                      // row scans: reduce, then scan
 constexpr int kScanItems = 16;
 constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
-// Sub-counters per CSR row: the plan's counting and filling atomics of warp w go to
+// Sub-counters per CSR row: the plan's counting (and ranking) atomics of warp w go to
 // sub-counter w % nsub of a row, so a page chosen by many queries is not one hot
 // address (the H200 measured 38 + 41 us for plan_count + plan_fill at (16/1, 8192,
 // 32768) with one counter per row). A row's entries stay contiguous in the list, its
@@ -56,6 +56,9 @@ constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
 constexpr int kSub = 32;
 constexpr std::int64_t kSubHotEntries = 1024;
 constexpr std::int64_t kSubMaxRows = 1 << 19;  // N x 8 ints = 16 MB
+// Plans of at most this many sub-counters (N x nsub) skip the scan kernels: plan_units
+// scans the rows itself (fuses_scan). Every CTA of it reads them all at worst (64 KB).
+constexpr std::int64_t kFusedScanInts = 16384;
 
 // ---------------------------------------------------------------------------------------
 // One work unit: up to w.tpu (tiles_per_unit) M-tiles of one CSR row (page of a request, KV head),
@@ -83,7 +86,7 @@ struct __align__(16) UnitDesc {
 struct Workspace {
   int nsub = 1;                     // sub-counters per CSR row (kSub, 8 or 1)
   int tpu = kTilesPerUnit;          // M-tiles per work unit (tiles_per_unit: by shape, or the env override)
-  int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed, consumed by the fill)
+  int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed; plan_count adds)
   int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
   int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
   int* row_ptr = nullptr;           // [N+1]
@@ -102,6 +105,8 @@ struct Workspace {
   int2* unit_key = nullptr;         // [unit capacity] (order class, rank in the class) (plan_units)
   UnitDesc* units_by_row = nullptr;  // [unit capacity] plan_units' descriptors in CSR row order (plan_fill
                                      // moves them into `units` in dispatch order: largest first)
+  int* slot_rank = nullptr;         // [T * Hkv * 16] per plan thread (query, KV head, slot): the slot's
+                                    // rank in its (row, sub-counter), or -1 (plan_count; plan_fill reads)
   std::int64_t bytes = 0;
 };
 
@@ -177,7 +182,7 @@ inline Workspace carve(const PrefillParams& p, void* base) {
   w.tpu = tiles_per_unit(p);
   const std::int64_t S = w.nsub;
   const std::int64_t ucap = unit_capacity(p, w.tpu);
-  const std::int64_t sizes[13] = {(N * S + 1 + kOrderClasses) * 4,
+  const std::int64_t sizes[14] = {(N * S + 1 + kOrderClasses) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
@@ -189,11 +194,12 @@ inline Workspace carve(const PrefillParams& p, void* base) {
                                  N * S * 4,
                                  uses_q16(p) ? T * p.num_q_heads * 128 * 2 : 0,
                                  ucap * 8,
-                                 ucap * static_cast<std::int64_t>(sizeof(UnitDesc))};
+                                 ucap * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                 static_cast<std::int64_t>(p.num_kv_heads) * T * 16 * 4};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
-  void* ptrs[13];
-  for (int i = 0; i < 13; ++i) {
+  void* ptrs[14];
+  for (int i = 0; i < 14; ++i) {
     ptrs[i] = b ? b + off : nullptr;
     off += align256(sizes[i]);
   }
@@ -212,6 +218,7 @@ inline Workspace carve(const PrefillParams& p, void* base) {
   w.size_count = w.sched ? w.sched + 1 : nullptr;
   w.unit_key = static_cast<int2*>(ptrs[11]);
   w.units_by_row = static_cast<UnitDesc*>(ptrs[12]);
+  w.slot_rank = static_cast<int*>(ptrs[13]);
   w.bytes = off;
   return w;
 }
@@ -227,8 +234,10 @@ inline int prefill_pdl() {
   return mode;
 }
 
-// The plan (prefill_plan.cu): plan_zero, plan_count, the row scans, plan_units, plan_fill
-// on `stream`, each a programmatic dependent of the one before.
+// The plan (prefill_plan.cu): plan_zero, plan_count, the row scans (none where
+// fuses_scan), plan_units, plan_fill on `stream`, each a programmatic dependent of the
+// one before.
+bool fuses_scan(const PrefillParams& p, const Workspace& w);
 cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t stream);
 // The attention kernel (prefill_attention.cu) for kv_format 0 (BF16), 1 (FP8) or 2
 // (NVFP4), a programmatic dependent of plan_fill unless FLASHMSA_PREFILL_PDL says otherwise.

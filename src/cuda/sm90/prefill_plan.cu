@@ -2,6 +2,8 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
+#include <cstdlib>
+
 #include "cuda/sm90/pdl.cuh"
 #include "cuda/sm90/prefill_kvouter_detail.cuh"
 
@@ -93,7 +95,8 @@ __device__ __forceinline__ void widen_q_chunk(const PrefillParams& p, std::uint1
 // checking every accepted lower lane equals checking the valid ones). __ballot_sync
 // gathers the row's valid-slot mask (bit k), stored once per (query, KV head). Counting
 // is warp-aggregated on the same match: the valid lanes of a key (at most one per half)
-// add once, through the lowest. No lane returns early (__match_any_sync, __ballot_sync).
+// add once, through the lowest, whose returned count ranks them (slot_rank). No lane
+// returns early (__match_any_sync, __ballot_sync, __shfl_sync).
 __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
   sm90::pdl_launch_dependents();
   const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
@@ -121,8 +124,15 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
   const unsigned vbits = __ballot_sync(0xffffffffu, valid);
   sm90::pdl_wait();  // counts: zeroed by plan_zero
   if (live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
+  // The slot's rank in its (row, sub-counter) key: the key's count before this warp's
+  // group (one atomic, through the group's lowest lane) plus the lower lanes of the group.
+  // plan_fill places the entry at the sub-range start plus this rank, with no atomic.
   const unsigned group = peers & vbits;
-  if (valid && lane == __ffs(group) - 1) atomicAdd(&w.counts[key], __popc(group));
+  const int lead = __ffs(group) - 1;  // -1 where !valid and no valid peer
+  int old = 0;
+  if (valid && lane == lead) old = atomicAdd(&w.counts[key], __popc(group));
+  old = __shfl_sync(0xffffffffu, old, valid ? lead : lane);
+  if (live) w.slot_rank[j] = valid ? old + __popc(group & ((1u << lane) - 1u)) : -1;
 }
 
 // Exclusive scans of the entries per row (row_ptr) and of the work units per row
@@ -282,18 +292,18 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
   }
 }
 
-// Each valid entry (query t, slot k) takes a position in its row's sub-range, counting
-// the sub-counter down (any order: see the header), warp-aggregated as in plan_count:
-// one atomic per (row, sub-counter) key per warp, through the lowest lane of the key,
-// the others ranked below it. Same grid and thread per entry as plan_count (so the same
-// sub-counter). The top-k read and request lookup are inputs and go before the wait;
-// then the valid-slot mask, the atomic and the sub-range start (in flight together),
-// and the list store. No lane returns early (__match_any_sync, __shfl_sync).
+// Each valid entry (query t, slot k) goes to its row's sub-range start plus the rank
+// plan_count's atomic gave it (slot_rank; any order inside the row: see the header).
+// Same grid and thread per entry as plan_count (so the same sub-counter). The top-k read
+// and request lookup are inputs and go before the wait; then the rank and the sub-range
+// start (in flight together), and the list store. (Session 24: this kernel counted the
+// sub-counters down with a second warp-aggregated atomic, whose round trip and the
+// shuffle after it were most of its stall samples under ncu.)
 __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p, Workspace w) {
   sm90::pdl_launch_dependents();
   const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
   const long long i = j >> 4;
-  const int k = threadIdx.x & 15, lane = threadIdx.x & 31;
+  const int k = threadIdx.x & 15;
   const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
   int t = 0, e = 0;
   long long base = 0;
@@ -345,17 +355,14 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
       w.units[s_base[key.x] + key.y] = w.units_by_row[u];
     }
   }
-  const bool valid = live && ((w.vmask[i] >> k) & 1u);  // bits >= K are 0
-  const long long key = valid ? (base + e) * w.nsub + plan_sub(w, j) : -1;
-  const unsigned peers = __match_any_sync(0xffffffffu, key);
-  const int lead = __ffs(peers) - 1;
-  int old = 0, start = 0;
-  if (valid) {
-    start = w.sub_ptr[key];
-    if (lane == lead) old = atomicSub(&w.counts[key], __popc(peers));
-  }
-  const int top = __shfl_sync(0xffffffffu, old, lead);  // the key's count before the group
-  if (valid) w.list[start + top - 1 - __popc(peers & ((1u << lane) - 1u))] = ent;
+  // The entry's place: its sub-range's start plus the rank plan_count gave it (-1: not
+  // an accepted slot). The sub-range start is loaded beside the rank wherever the key is
+  // in range (every accepted slot's is), not after it.
+  const bool in_key = live && k < p.topk_k && e >= 0 && e < p.bt_width;
+  const long long key = in_key ? (base + e) * w.nsub + plan_sub(w, j) : 0;
+  const int rank = live ? w.slot_rank[j] : -1;
+  const int start = in_key ? w.sub_ptr[key] : 0;
+  if (rank >= 0) w.list[start + rank] = ent;
 }
 
 // kRowLanes threads per CSR row (a quarter warp): the start of each sub-range of the row
@@ -366,14 +373,22 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
 // (Session 21: with one thread per row, which wrote up to 32 sub-range starts and 32
 // units in turn, the kernel took 9.7 us at (16/1, 8192, 32768) and 13.1 us at (16/1,
 // 8192, 0) under ncu on the H200.)
+// fused_scan (small plans, fuses_scan): no scan kernel ran before this one; each CTA
+// sums the entries and units of every row before its own (all of them at most
+// kFusedScanInts sub-counters, read from L2) and scans its own kRowsPerUnitsCta rows, and
+// the last CTA writes the totals row_ptr[N], unit_ptr[N]. One kernel boundary fewer
+// (scan_single took 4.8-5.3 us on its own at (16/1, 8192, 32768), ncu, session 24).
 constexpr int kRowLanes = 8;
+constexpr int kRowsPerUnitsCta = kPlanThreads / kRowLanes;
 static_assert(kSub % kRowLanes == 0 && 32 % kRowLanes == 0, "a row's lanes split its sub-counters");
-__global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt) {
+__global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt,
+                                                           int fused_scan) {
   sm90::pdl_launch_dependents();
+  const long long N = num_csr_rows(p);
   const long long r = (static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x) / kRowLanes;
   const int lane = threadIdx.x % kRowLanes;
   const unsigned row_mask = ((1u << kRowLanes) - 1u) << (threadIdx.x & (32 - kRowLanes));  // this row's lanes
-  const bool in = r < num_csr_rows(p);
+  const bool in = r < N;
   const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
   const long long rem = in ? r % per_head : 0;
   const int b = static_cast<int>(rem / p.bt_width);
@@ -387,16 +402,14 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     seq = p.seq_lens[b * p.seq_lens_stride];
     cu_end = p.cu_seqlens[(b + 1) * p.cu_stride];
   }
-  sm90::pdl_wait();  // row_ptr, unit_ptr (scans), counts (plan_count)
-  if (!in) return;  // the row's lanes leave together
-  const int rb = w.row_ptr[r], n = w.row_ptr[r + 1] - rb;
-  if (n == 0) return;
-  {
-    constexpr int kPer = kSub / kRowLanes;  // sub-counters per lane at most
-    const int ns = w.nsub, per = ns >= kRowLanes ? ns / kRowLanes : (lane == 0 ? ns : 0);
-    const int s0 = lane * per;
-    static_assert(kPer == 4, "one int4 of sub-counters per lane at nsub = kSub");
-    int c[kPer] = {0, 0, 0, 0};
+  sm90::pdl_wait();  // counts (plan_count); row_ptr, unit_ptr (the scans, unless fused_scan)
+  // This lane's sub-counters of the row (a quarter of them, or all for lane 0 at nsub 1).
+  constexpr int kPer = kSub / kRowLanes;  // sub-counters per lane at most
+  const int ns = w.nsub, per = ns >= kRowLanes ? ns / kRowLanes : (lane == 0 ? ns : 0);
+  const int s0 = lane * per;
+  static_assert(kPer == 4, "one int4 of sub-counters per lane at nsub = kSub");
+  int c[kPer] = {0, 0, 0, 0};
+  if (in) {
     if (per == kPer) {  // 16-byte aligned: a row's 32 counters start at a multiple of 128 bytes
       const int4 v = *reinterpret_cast<const int4*>(w.counts + r * ns + s0);
       c[0] = v.x;
@@ -408,13 +421,54 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
       for (int i = 0; i < kPer; ++i)
         if (i < per) c[i] = w.counts[r * ns + s0 + i];
     }
-    const int mine = (c[0] + c[1]) + (c[2] + c[3]);
-    int incl = mine;
+  }
+  const int mine = (c[0] + c[1]) + (c[2] + c[3]);
+  int incl = mine;
 #pragma unroll
-    for (int o = 1; o < kRowLanes; o *= 2) {
-      const int v = __shfl_up_sync(row_mask, incl, o, kRowLanes);
-      if (lane >= o) incl += v;
+  for (int o = 1; o < kRowLanes; o *= 2) {
+    const int v = __shfl_up_sync(row_mask, incl, o, kRowLanes);
+    if (lane >= o) incl += v;
+  }
+  const int n = __shfl_sync(row_mask, incl, kRowLanes - 1, kRowLanes);  // the row's entries
+  int rb = 0, u0 = 0;
+  if (fused_scan) {
+    // Entries and units of the rows before this CTA's (strided over the threads), and of
+    // each of its rows (lane 0 of the row), then one CTA scan of both.
+    const long long r0 = static_cast<long long>(blockIdx.x) * kRowsPerUnitsCta;
+    int pe = 0, pu = 0;
+    for (long long x = threadIdx.x; x < r0; x += kPlanThreads) {
+      const int cx = row_count(w, x);
+      pe += cx;
+      pu += units_of(cx, qpt, w.tpu);
     }
+    const int oe = lane == 0 ? n : 0, ou = lane == 0 ? units_of(n, qpt, w.tpu) : 0;
+    using Scan = cub::BlockScan<int, kPlanThreads>;
+    __shared__ typename Scan::TempStorage tmp;
+    int te, tu, ee, eu, unused;
+    Scan(tmp).ExclusiveSum(pe, unused, te);  // te, tu: the earlier rows' totals
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(pu, unused, tu);
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(oe, ee);  // ee, eu: this CTA's rows before the thread's
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(ou, eu);
+    (void)unused;
+    rb = __shfl_sync(row_mask, te + ee, 0, kRowLanes);
+    u0 = __shfl_sync(row_mask, tu + eu, 0, kRowLanes);
+    if (in && lane == 0) {
+      w.row_ptr[r] = rb;
+      w.unit_ptr[r] = u0;
+    }
+    if (in && lane == 0 && r == N - 1) {  // the last row's CTA: the totals
+      w.row_ptr[N] = rb + n;
+      w.unit_ptr[N] = u0 + units_of(n, qpt, w.tpu);
+    }
+  } else if (in) {
+    rb = w.row_ptr[r];
+    u0 = w.unit_ptr[r];
+  }
+  if (!in || n == 0) return;  // the row's lanes leave together (after the CTA scan)
+  {
     int first = rb + incl - mine;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -425,7 +479,6 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
   const int tiles = (n + qpt - 1) / qpt;
   d.off = static_cast<int>(seq - cu_end);
   d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
-  const int u0 = w.unit_ptr[r];
   for (int k = lane; k * w.tpu < tiles; k += kRowLanes) {
     d.ntiles = min(w.tpu, tiles - k * w.tpu);
     d.begin = rb + k * w.tpu * qpt;
@@ -446,6 +499,14 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
 
 }  // namespace
 
+bool fuses_scan(const PrefillParams& p, const Workspace& w) {
+  static const int mode = [] {
+    const char* e = std::getenv("FLASHMSA_PLAN_FUSED_SCAN");
+    return e != nullptr && e[0] == '0' ? 0 : 1;
+  }();
+  return mode != 0 && num_csr_rows(p) * w.nsub <= kFusedScanInts;
+}
+
 cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t stream) {
   const int G = p.num_q_heads / p.num_kv_heads;
   const long long N = num_csr_rows(p);
@@ -456,12 +517,13 @@ cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t
   const unsigned scan_blocks_n = static_cast<unsigned>((N + kScanRows - 1) / kScanRows);
   const long long nzero = N * w.nsub + 1 + kOrderClasses;  // counts, sched, size_count
   const long long zero_blocks = (nzero + kPlanThreads - 1) / kPlanThreads;
+  const bool fused = fuses_scan(p, w);
   // plan_zero, then programmatic dependents (see "Plan." at the top of this file).
   plan_zero<<<static_cast<unsigned>(zero_blocks < kZeroMaxBlocks ? zero_blocks : kZeroMaxBlocks), kPlanThreads, 0,
               stream>>>(w.counts, nzero);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) err = sm90::launch_pdl(plan_count, plan_blocks, kPlanThreads, 0, stream, true, p, w);
-  if (err == cudaSuccess) {
+  if (err == cudaSuccess && !fused) {
     if (scan_blocks_n <= kSingleScanBlocks) {
       err = sm90::launch_pdl(scan_single, 1, kScanThreads, 0, stream, true, p, w, qpt);
     } else {
@@ -473,7 +535,7 @@ cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t
     }
   }
   if (err == cudaSuccess)  // before the fill: sub_ptr
-    err = sm90::launch_pdl(plan_units, row_blocks, kPlanThreads, 0, stream, true, p, w, qpt);
+    err = sm90::launch_pdl(plan_units, row_blocks, kPlanThreads, 0, stream, true, p, w, qpt, fused ? 1 : 0);
   if (err == cudaSuccess) err = sm90::launch_pdl(plan_fill, plan_blocks, kPlanThreads, 0, stream, true, p, w);
   return err;
 }
