@@ -86,6 +86,8 @@ struct __align__(16) UnitDesc {
 struct Workspace {
   int nsub = 1;                     // sub-counters per CSR row (kSub, 8 or 1)
   int tpu = kTilesPerUnit;          // M-tiles per work unit (tiles_per_unit: by shape, or the env override)
+  int tail = 0;                     // M-tiles split off the remainder unit of rows >= tail_row0 (tail_split)
+  long long tail_row0 = 0;          // the first CSR row that splits (rows are KV-head major)
   int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed; plan_count adds)
   int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
   int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
@@ -116,12 +118,13 @@ __host__ __device__ inline std::int64_t num_csr_rows(const PrefillParams& p) {
   return static_cast<std::int64_t>(p.num_kv_heads) * p.batch * p.bt_width;
 }
 
-// Work units: ceil(ceil(n / qpt) / tpu) per row of n entries, so at most
-// entries / (tpu * qpt) + (non-empty rows) in all.
+// Work units: ceil(ceil(n / qpt) / tpu) per row of n entries, plus one where the tail
+// split applies (units_of in prefill_plan.cu), so at most entries / (tpu * qpt) + 2 x
+// (non-empty rows) in all.
 inline std::int64_t unit_capacity(const PrefillParams& p, int tpu) {
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
   const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
-  return num_csr_rows(p) + entries / (tpu * qpt) + 1;
+  return 2 * num_csr_rows(p) + entries / (tpu * qpt) + 1;
 }
 
 // SMs of the current device (device_sm_count, decode_attention.h), cached per device: the
@@ -170,6 +173,38 @@ inline int tiles_per_unit(const PrefillParams& p) {
   return units >= static_cast<std::int64_t>(kMinUnitsPerSm) * sms ? kLargeTilesPerUnit : kTilesPerUnit;
 }
 
+// Tail units. The dispatch order (KV head, then largest first) ends with the last KV
+// head's smallest units; with one remainder unit per row of ~15-30 tiles, the CTAs
+// finished up to 35 us apart at (16/1, 8192, 32768) (ncu: SM active cycles 437-501 K of
+// 505 K, session 24 run D). Each row of the last KV head gives the last kTailTiles tiles
+// of its remainder to a unit of their own, so the order ends with small units, where
+// that head has between 1 and 3 rows per SM (1 to 3 extra units per CTA; each unit costs
+// about 2 us of page load, conversion and pipeline refill). H200, run E, floor case,
+// every row split: attention 272-275 against 278-279 us with 2 or 4 tiles, none better
+// with 6, 8 or 12; splitting every row at 64/4 (1,280 rows) or (16/1, 16384, 114688)
+// (1,024 rows) cost 3-16 us. FLASHMSA_PREFILL_TAIL_TILES=t (0..tpu-1) forces t tiles
+// for every row (0: off).
+constexpr int kTailTiles = 4;
+inline void tail_split(const PrefillParams& p, int tpu, Workspace* w) {
+  static const int forced = [] {
+    const char* e = std::getenv("FLASHMSA_PREFILL_TAIL_TILES");
+    return e != nullptr ? std::atoi(e) : -1;
+  }();
+  w->tail = 0;
+  w->tail_row0 = 0;
+  if (forced >= 0) {
+    w->tail = forced < tpu ? forced : 0;
+    return;
+  }
+  const std::int64_t rows_per_head = static_cast<std::int64_t>(p.batch) * p.bt_width;
+  int sms = 132;
+  (void)device_sms(&sms);
+  if (kTailTiles < tpu && rows_per_head >= sms && rows_per_head <= 3LL * sms) {
+    w->tail = kTailTiles;
+    w->tail_row0 = rows_per_head * (p.num_kv_heads - 1);
+  }
+}
+
 // QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
 // call (in plan_fill, widen_q_chunk), instead of widening each gathered tile in shared memory.
 inline bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma(); }
@@ -180,6 +215,7 @@ inline Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
   w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
   w.tpu = tiles_per_unit(p);
+  tail_split(p, w.tpu, &w);
   const std::int64_t S = w.nsub;
   const std::int64_t ucap = unit_capacity(p, w.tpu);
   const std::int64_t sizes[14] = {(N * S + 1 + kOrderClasses) * 4,

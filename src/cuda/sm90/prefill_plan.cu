@@ -135,13 +135,29 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
   if (live) w.slot_rank[j] = valid ? old + __popc(group & ((1u << lane) - 1u)) : -1;
 }
 
+// A row's work units (Workspace::tail): of its tiles = ceil(n / qpt) M-tiles, as many
+// full units of tpu tiles as fit, then the remainder r = tiles % tpu as one unit, or, for
+// a row r >= tail_row0 whose r > tail > 0, as two: r - tail tiles, then tail tiles.
+// unit_tiles: unit k's first tile (x) and tile count (y).
+__device__ __forceinline__ bool row_splits(const Workspace& w, long long row) {
+  return w.tail > 0 && row >= w.tail_row0;
+}
+__device__ __forceinline__ int units_of(int n, int qpt, const Workspace& w, bool split) {
+  const int tiles = (n + qpt - 1) / qpt, full = tiles / w.tpu, r = tiles - full * w.tpu;
+  return full + (r == 0 ? 0 : (split && r > w.tail ? 2 : 1));
+}
+__device__ __forceinline__ int2 unit_tiles(int tiles, int k, const Workspace& w, bool split) {
+  const int full = tiles / w.tpu, r = tiles - full * w.tpu;
+  if (k < full) return make_int2(k * w.tpu, w.tpu);
+  split = split && r > w.tail;
+  if (k == full) return make_int2(full * w.tpu, split ? r - w.tail : r);
+  return make_int2(full * w.tpu + r - w.tail, w.tail);  // k == full + 1, split
+}
+
 // Exclusive scans of the entries per row (row_ptr) and of the work units per row
-// (unit_ptr, ceil(ceil(n / qpt) / tpu) for n entries), reduce-then-scan over
+// (unit_ptr, units_of), reduce-then-scan over
 // blocks of kScanRows rows: scan_reduce (block totals), scan_blocks (one CTA: block
 // offsets, in place, and the totals row_ptr[N], unit_ptr[N]), scan_rows.
-__device__ __forceinline__ int units_of(int n, int qpt, int tpu) {
-  return ((n + qpt - 1) / qpt + tpu - 1) / tpu;
-}
 
 // Entries of CSR row r (< N): the sum of its nsub sub-counters, read as 16-byte vectors
 // where nsub is 8 or 32 (a row's counters are contiguous and 32- or 128-byte aligned).
@@ -174,10 +190,10 @@ __device__ __forceinline__ void block_row_counts(const Workspace& w, long long b
   __syncthreads();
 }
 
-// A thread's kScanItems consecutive rows of the block (thread t: rows 16 t ..): entries
-// from s_ce and work units.
-__device__ __forceinline__ void load_scan_items(const Workspace& w, int qpt, const int* s_ce, int (&ce)[kScanItems],
-                                                int (&cu)[kScanItems]) {
+// A thread's kScanItems consecutive rows of the block starting at row r0 (thread t: rows
+// r0 + 16 t ..): entries from s_ce and work units.
+__device__ __forceinline__ void load_scan_items(const Workspace& w, int qpt, long long r0, const int* s_ce,
+                                                int (&ce)[kScanItems], int (&cu)[kScanItems]) {
   const int4* v = reinterpret_cast<const int4*>(s_ce + threadIdx.x * kScanItems);
 #pragma unroll
   for (int i = 0; i < kScanItems / 4; ++i) {
@@ -188,7 +204,7 @@ __device__ __forceinline__ void load_scan_items(const Workspace& w, int qpt, con
     ce[4 * i + 3] = x.w;
   }
 #pragma unroll
-  for (int i = 0; i < kScanItems; ++i) cu[i] = units_of(ce[i], qpt, w.tpu);
+  for (int i = 0; i < kScanItems; ++i) cu[i] = units_of(ce[i], qpt, w, row_splits(w, r0 + threadIdx.x * kScanItems + i));
 }
 
 __global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams p, Workspace w, int qpt) {
@@ -199,7 +215,7 @@ __global__ void __launch_bounds__(kScanThreads) scan_reduce(const PrefillParams 
   __shared__ __align__(16) int s_ce[kScanRows];
   block_row_counts(w, static_cast<long long>(blockIdx.x) * kScanRows, num_csr_rows(p), s_ce);
   int ce[kScanItems], cu[kScanItems];
-  load_scan_items(w, qpt, s_ce, ce, cu);
+  load_scan_items(w, qpt, static_cast<long long>(blockIdx.x) * kScanRows, s_ce, ce, cu);
   const int se = Reduce(tmp).Sum(ce);
   __syncthreads();
   const int su = Reduce(tmp).Sum(cu);
@@ -239,7 +255,7 @@ __global__ void __launch_bounds__(kScanThreads) scan_rows(const PrefillParams p,
   __shared__ __align__(16) int s_ce[kScanRows];
   block_row_counts(w, static_cast<long long>(blockIdx.x) * kScanRows, num_csr_rows(p), s_ce);
   int ce[kScanItems], cu[kScanItems];
-  load_scan_items(w, qpt, s_ce, ce, cu);
+  load_scan_items(w, qpt, static_cast<long long>(blockIdx.x) * kScanRows, s_ce, ce, cu);
   Scan(tmp).ExclusiveSum(ce, ce);
   __syncthreads();
   Scan(tmp).ExclusiveSum(cu, cu);
@@ -269,7 +285,7 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
   for (long long b0 = 0; b0 < N; b0 += kScanRows) {
     block_row_counts(w, b0, N, s_ce);
     int ce[kScanItems], cu[kScanItems];
-    load_scan_items(w, qpt, s_ce, ce, cu);
+    load_scan_items(w, qpt, b0, s_ce, ce, cu);
     int te, tu;
     Scan(tmp).ExclusiveSum(ce, ce, te);
     __syncthreads();
@@ -439,9 +455,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     for (long long x = threadIdx.x; x < r0; x += kPlanThreads) {
       const int cx = row_count(w, x);
       pe += cx;
-      pu += units_of(cx, qpt, w.tpu);
+      pu += units_of(cx, qpt, w, row_splits(w, x));
     }
-    const int oe = lane == 0 ? n : 0, ou = lane == 0 ? units_of(n, qpt, w.tpu) : 0;
+    const int oe = lane == 0 ? n : 0, ou = lane == 0 ? units_of(n, qpt, w, row_splits(w, r)) : 0;
     using Scan = cub::BlockScan<int, kPlanThreads>;
     __shared__ typename Scan::TempStorage tmp;
     int te, tu, ee, eu, unused;
@@ -461,7 +477,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     }
     if (in && lane == 0 && r == N - 1) {  // the last row's CTA: the totals
       w.row_ptr[N] = rb + n;
-      w.unit_ptr[N] = u0 + units_of(n, qpt, w.tpu);
+      w.unit_ptr[N] = u0 + units_of(n, qpt, w, row_splits(w, r));
     }
   } else if (in) {
     rb = w.row_ptr[r];
@@ -479,9 +495,12 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
   const int tiles = (n + qpt - 1) / qpt;
   d.off = static_cast<int>(seq - cu_end);
   d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
-  for (int k = lane; k * w.tpu < tiles; k += kRowLanes) {
-    d.ntiles = min(w.tpu, tiles - k * w.tpu);
-    d.begin = rb + k * w.tpu * qpt;
+  const bool split = row_splits(w, r);
+  const int nunits = units_of(n, qpt, w, split);
+  for (int k = lane; k < nunits; k += kRowLanes) {
+    const int2 ut = unit_tiles(tiles, k, w, split);
+    d.ntiles = ut.y;
+    d.begin = rb + ut.x * qpt;
     d.end = min(rb + n, d.begin + d.ntiles * qpt);
     w.units_by_row[u0 + k] = d;
     // The unit's rank in its order class (KV head, then tpu - ntiles: largest first), one
