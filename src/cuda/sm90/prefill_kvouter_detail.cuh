@@ -118,13 +118,13 @@ __host__ __device__ inline std::int64_t num_csr_rows(const PrefillParams& p) {
   return static_cast<std::int64_t>(p.num_kv_heads) * p.batch * p.bt_width;
 }
 
-// Work units: ceil(ceil(n / qpt) / tpu) per row of n entries, plus one where the tail
-// split applies (units_of in prefill_plan.cu), so at most entries / (tpu * qpt) + 2 x
-// (non-empty rows) in all.
-inline std::int64_t unit_capacity(const PrefillParams& p, int tpu) {
+// Work units: ceil(ceil(n / qpt) / tpu) per row of n entries, plus one in each row that
+// splits off a tail unit (units_of in prefill_plan.cu), so at most entries / (tpu * qpt)
+// + (non-empty rows) + split_rows in all.
+inline std::int64_t unit_capacity(const PrefillParams& p, int tpu, std::int64_t split_rows) {
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
   const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
-  return 2 * num_csr_rows(p) + entries / (tpu * qpt) + 1;
+  return num_csr_rows(p) + split_rows + entries / (tpu * qpt) + 1;
 }
 
 // SMs of the current device (device_sm_count, decode_attention.h), cached per device: the
@@ -176,8 +176,9 @@ inline int tiles_per_unit(const PrefillParams& p) {
 // Tail units. The dispatch order (KV head, then largest first) ends with the last KV
 // head's smallest units; with one remainder unit per row of ~15-30 tiles, the CTAs
 // finished up to 35 us apart at (16/1, 8192, 32768) (ncu: SM active cycles 437-501 K of
-// 505 K, session 24 run D). Each row of the last KV head gives the last kTailTiles tiles
-// of its remainder to a unit of their own, so the order ends with small units, where
+// 505 K, session 24 run D). Each row of the last KV head whose remainder is longer than
+// kTailTiles gives its last kTailTiles tiles to a unit of their own, so the order ends
+// with small units, where
 // that head has between 1 and 3 rows per SM (1 to 3 extra units per CTA; each unit costs
 // about 2 us of page load, conversion and pipeline refill). H200, run E, floor case,
 // every row split: attention 272-275 against 278-279 us with 2 or 4 tiles, none better
@@ -186,9 +187,12 @@ inline int tiles_per_unit(const PrefillParams& p) {
 // for every row (0: off).
 constexpr int kTailTiles = 4;
 inline void tail_split(const PrefillParams& p, int tpu, Workspace* w) {
-  static const int forced = [] {
+  static const int forced = [] {  // -1 unless the variable is a whole number >= 0
     const char* e = std::getenv("FLASHMSA_PREFILL_TAIL_TILES");
-    return e != nullptr ? std::atoi(e) : -1;
+    if (e == nullptr || *e == 0) return -1;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    return *end == 0 && v >= 0 && v <= kMaxTilesPerUnit ? static_cast<int>(v) : -1;
   }();
   w->tail = 0;
   w->tail_row0 = 0;
@@ -217,12 +221,12 @@ inline Workspace carve(const PrefillParams& p, void* base) {
   w.tpu = tiles_per_unit(p);
   tail_split(p, w.tpu, &w);
   const std::int64_t S = w.nsub;
-  const std::int64_t ucap = unit_capacity(p, w.tpu);
+  const std::int64_t ucap = unit_capacity(p, w.tpu, w.tail > 0 ? N - w.tail_row0 : 0);
   const std::int64_t sizes[14] = {(N * S + 1 + kOrderClasses) * 4,
                                  (N + 1) * 4,
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
-                                 unit_capacity(p, w.tpu) * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                 ucap * static_cast<std::int64_t>(sizeof(UnitDesc)),
                                  p.num_kv_heads * T * K * 16,
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,

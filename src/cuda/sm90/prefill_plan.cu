@@ -13,8 +13,8 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Plan.
 //
-// Kernels in stream order: plan_zero, plan_count, the row scans, plan_units, plan_fill,
-// then the attention kernel and the combine. All but plan_zero are programmatic
+// Kernels in stream order: plan_zero, plan_count, the row scans (none for small plans:
+// fuses_scan), plan_units, plan_fill, then the attention kernel and the combine. All but plan_zero are programmatic
 // dependents of their predecessor (pdl.cuh; the attention kernel and the combine unless
 // FLASHMSA_PREFILL_PDL says otherwise): each plan kernel triggers its dependent at its
 // start (the scans after their wait; the attention kernel not at all: see there), and
@@ -27,13 +27,15 @@ namespace {
 //
 // plan_count and plan_fill run one thread per (query t, KV head g, top-k slot k), thread
 // j = ((t Hkv + g) << 4) | k: the 16 slots of a (query, KV head) are the lanes of one warp
-// half and share validity through warp votes. Both kernels are chains of dependent
-// global round trips (request lookup, top-k, block table, atomics); one thread per
+// half (plan_count's slots share validity through warp votes). Both kernels are chains
+// of dependent global round trips (request lookup, top-k, block table and the ranking
+// atomic in plan_count; the rank and sub-range start in plan_fill); one thread per
 // (query, KV head) walking its 16 slots ran 32 CTAs at (16/1, 8192, *) on 132 SMs and was
 // latency bound. Per slot, the grid has 16 times the threads, each with one short chain,
 // and a half warp reads its (contiguous) top-k row in one 64-byte access.
 
-// Zeroes counts[0, n): the sub-counters and the attention kernel's unit counter. A kernel
+// Zeroes counts[0, n): the sub-counters, the attention kernel's unit counter and the
+// order classes' unit counts (size_count), contiguous in the workspace. A kernel
 // rather than a memset node, so plan_count can be its programmatic dependent.
 constexpr int kZeroMaxBlocks = 2048;
 __global__ void __launch_bounds__(kPlanThreads) plan_zero(int* counts, long long n) {
@@ -339,9 +341,11 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     ent = make_int4((t * p.topk_k + k) * p.num_q_heads + g * G, t, static_cast<int>(lim), g * G);
   }
   // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) before the wait, under
-  // the scans' tail (they trigger after their wait) and plan_units, small kernels that
-  // leave most of the GPU idle. Session 21: in plan_count, where only plan_zero ran beside
-  // it, the FP8 plan took 10-12 us more than BF16's; here 8-9 us more. q16 is workspace:
+  // plan_units (and the scans' tail, where there are scans), small kernels that leave
+  // most of the GPU idle. Session 21: in plan_count, where only plan_zero ran beside it,
+  // the FP8 plan took 10-12 us more than BF16's; here 8-9 us more (12-13 us in session
+  // 24, whose BF16 plan is shorter; every other placement measured was slower: see
+  // docs/prefill-design.md, "Session 24"). q16 is workspace:
   // plan_zero, an ordinary launch, started after all earlier work on the stream, and this
   // kernel starts after it; only the attention kernel (after this kernel's completion)
   // reads q16.
@@ -351,7 +355,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     const int h0 = static_cast<int>(i % p.num_kv_heads) * G;
     for (int c = k; c < 8 * G; c += 16) widen_q_chunk(p, w.q16, tq, h0 + (c >> 3), c & 7);
   }
-  sm90::pdl_wait();  // vmask (plan_count), counts and sub_ptr (plan_units)
+  sm90::pdl_wait();  // slot_rank (plan_count); sub_ptr, size_count, unit_key, units_by_row, unit_ptr[N] (plan_units)
   if (blockIdx.x < kOrderBlocks) {  // The dispatch order (see kOrderClasses): a counting sort, ranked by plan_units.
     using Scan = cub::BlockScan<int, kPlanThreads>;
     constexpr int kPer = kOrderClasses / kPlanThreads;
@@ -448,8 +452,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
   const int n = __shfl_sync(row_mask, incl, kRowLanes - 1, kRowLanes);  // the row's entries
   int rb = 0, u0 = 0;
   if (fused_scan) {
-    // Entries and units of the rows before this CTA's (strided over the threads), and of
-    // each of its rows (lane 0 of the row), then one CTA scan of both.
+    // Entries and units of the rows before this CTA's (strided over the threads; their
+    // CTA totals te, tu), and the exclusive prefix of its own rows' (lane 0 of each row;
+    // ee, eu): four cub block scans.
     const long long r0 = static_cast<long long>(blockIdx.x) * kRowsPerUnitsCta;
     int pe = 0, pu = 0;
     for (long long x = threadIdx.x; x < r0; x += kPlanThreads) {
@@ -483,8 +488,8 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
     rb = w.row_ptr[r];
     u0 = w.unit_ptr[r];
   }
-  if (!in || n == 0) return;  // the row's lanes leave together (after the CTA scan)
-  {
+  if (!in) return;  // the row's lanes leave together (after the CTA scan)
+  {  // every row's, empty ones too: plan_fill loads the start of any in-range key
     int first = rb + incl - mine;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -492,6 +497,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
       first += c[i];
     }
   }
+  if (n == 0) return;
   const int tiles = (n + qpt - 1) / qpt;
   d.off = static_cast<int>(seq - cu_end);
   d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
