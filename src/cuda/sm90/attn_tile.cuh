@@ -122,6 +122,11 @@ __device__ __forceinline__ void cp_async16_zfill_s(std::uint32_t dst, const void
 }
 // Shared loads and stores by shared-space address: the page conversions index their
 // tiles from a generic base the compiler cannot prove shared (it emitted generic LD/ST).
+__device__ __forceinline__ uint4 lds128(std::uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
 __device__ __forceinline__ uint2 lds64(std::uint32_t a) {
   uint2 v;
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a));
@@ -235,20 +240,49 @@ __device__ __forceinline__ void store_e4m3x8_as_f16(std::uint8_t* dst, uint2 in)
   *reinterpret_cast<uint4*>(dst) = e4m3x8_to_f16x8(in);
 }
 
+/// K-permuted tiles (the prefill kernel's Q8RS form, prefill_attention.cu): inside every
+/// 16-dim group the F16 values are stored in the order dims 0, 1, 4, 5, 8, 9, 12, 13, then
+/// 2, 3, 6, 7, 10, 11, 14, 15, so that k-step s of a wgmma reads, in the A fragment
+/// positions 2q, 2q + 1, 8 + 2q, 9 + 2q of lane q = lane % 4, the four consecutive dims
+/// 16 s + 4 q .. + 3: one 4-byte E4M3 word per row (ldmatrix of the E4M3 query rows).
+/// The group's 16 E4M3 bytes `in` -> its two 16-byte F16 chunks (lo: the even pairs, hi:
+/// the odd pairs).
+__device__ __forceinline__ void e4m3x16_to_f16_perm(uint4 in, uint4& lo, uint4& hi) {
+  gm::f16x2_pair(in.x, lo.x, hi.x);
+  gm::f16x2_pair(in.y, lo.y, hi.y);
+  gm::f16x2_pair(in.z, lo.z, hi.z);
+  gm::f16x2_pair(in.w, lo.w, hi.w);
+}
+
 /// Stage 2 of a page load for one side, after its copies completed and a barrier: raw
 /// bytes of the stage region -> the tile in the conv region: FP8 V -> F16; FP8 K -> F16
 /// (QK16); NVFP4 K -> E4M3 (F16 with QK16); NVFP4 V -> F16. A no-op where the side went
 /// straight to its tile. Ends with the proxy fence; the caller still needs a barrier
 /// before the warpgroups read the tile. As in issue_side_copy, a thread keeps one
 /// (chunk, swizzle) and steps over tokens, with shared-space loads and stores.
-template <int FMT, bool QK16, int SIDE, int NTHR>
+/// kPermK (QK16 only): the F16 K tile in the K-permuted order (e4m3x16_to_f16_perm).
+template <int FMT, bool QK16, int SIDE, int NTHR, bool kPermK = false>
 __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
                                              int tid) {
+  static_assert(!kPermK || QK16, "the permuted K tile is an F16 tile");
   using B = PageBytes<FMT, QK16>;
   const std::uint32_t tile = gm::smem_addr(SIDE == kSideK ? B::k_tile(stage, conv) : B::v_tile(stage, conv));
   const std::uint32_t raw = gm::smem_addr(SIDE == kSideK ? B::raw_k(stage) : B::raw_v(stage));
   const unsigned ut = static_cast<unsigned>(tid);
-  if constexpr (FMT == kFp8 && (SIDE == kSideV || QK16)) {
+  if constexpr (FMT == kFp8 && SIDE == kSideK && kPermK) {
+    constexpr int kS = NTHR / 8;  // (token, group of 16 dims): 8 per token
+    static_assert(NTHR % 8 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
+    const int t0 = static_cast<int>(ut >> 3), grp = static_cast<int>(ut & 7u);
+    const std::uint32_t r0 = raw + t0 * 128 + grp * 16, w0 = tile + gm::sw128_offset(t0, 32 * grp, 128),
+                        w1 = tile + gm::sw128_offset(t0, 32 * grp + 16, 128);
+#pragma unroll 4
+    for (int i = 0; i < 128 / kS; ++i) {
+      uint4 lo, hi;
+      e4m3x16_to_f16_perm(lds128(r0 + kS * 128 * i), lo, hi);
+      sts128(w0 + kS * 128 * i, lo);
+      sts128(w1 + kS * 128 * i, hi);
+    }
+  } else if constexpr (FMT == kFp8 && (SIDE == kSideV || QK16)) {
     constexpr int kS = NTHR / 16;  // (token, 8 dims): 16 per token
     static_assert(NTHR % 16 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
     const int t0 = static_cast<int>(ut >> 4), d0 = static_cast<int>(ut & 15u) * 8;
@@ -268,6 +302,11 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
       const uint4 e = nvfp4_group_to_e4m3(lds64(r0 + kS * 64 * i), t < valid ? nvfp4_scale(plane, 8, swz, t, grp) : 0);
       if (SIDE == kSideK && !QK16) {
         sts128(tile + gm::sw128_offset(t, 16 * grp, 128), e);
+      } else if (SIDE == kSideK && kPermK) {
+        uint4 lo, hi;
+        e4m3x16_to_f16_perm(e, lo, hi);
+        sts128(tile + gm::sw128_offset(t, 32 * grp, 128), lo);
+        sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), hi);
       } else {
         sts128(tile + gm::sw128_offset(t, 32 * grp, 128), e4m3x8_to_f16x8(make_uint2(e.x, e.y)));
         sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), e4m3x8_to_f16x8(make_uint2(e.z, e.w)));
@@ -283,10 +322,10 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
 }
 
 /// Both sides of `convert_side`.
-template <int FMT, bool QK16, int NTHR>
+template <int FMT, bool QK16, int NTHR, bool kPermK = false>
 __device__ __forceinline__ void convert_page(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
                                              int tid) {
-  convert_side<FMT, QK16, kSideK, NTHR>(s, stage, conv, valid, tid);
+  convert_side<FMT, QK16, kSideK, NTHR, kPermK>(s, stage, conv, valid, tid);
   convert_side<FMT, QK16, kSideV, NTHR>(s, stage, conv, valid, tid);
 }
 

@@ -123,11 +123,16 @@ template <>
 struct F16RsKK<64> {
   using type = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_RS<G::Major::K, G::Major::K>;
 };
+template <>
+struct F16RsKK<128> {
+  using type = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<G::Major::K, G::Major::K>;
+};
 }  // namespace detail
 
 /// D(64xN) (+)= A(64x16, registers) * B(16xN, smem K-major SW128), F16 in, FP32 out, for
-/// N = 8, 16, 32, 64. d holds N/2 floats per thread: d[4j + e] as in the 64 x 128 layout
-/// above with j < N/8. Used by the decode scoring kernel (index-K in A, index q in B).
+/// N = 8, 16, 32, 64, 128. d holds N/2 floats per thread: d[4j + e] as in the 64 x 128
+/// layout above with j < N/8. Used by the decode scoring kernel (index-K in A, index q in
+/// B) and, N = 128, by the prefill kernel's Q K^T on E4M3 query rows (Q8RS).
 template <int N>
 __device__ __forceinline__ void f16_rs_bk(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[N / 2],
                                           bool accumulate) {

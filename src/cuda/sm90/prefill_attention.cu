@@ -18,22 +18,32 @@ using at::kLog2e;
 // ---------------------------------------------------------------------------------------
 // Attention.
 
-// QK16 (FP8 paths, default): Q K^T on the exact F16 images of E4M3 Q and K (attn_tile.cuh):
-// the F16 Q tiles come by TMA from the query's F16 copy (widen_q_chunk), like BF16 tiles.
+// QK16 (FP8 paths, default): Q K^T on the exact F16 images of E4M3 Q and K (attn_tile.cuh).
+// Q8RS (kQ8Rs, the default since session 24): the E4M3 query rows come by TMA (128-byte
+// rows, like QGMMA's) and each warp widens its A fragments in registers (load_q_frags)
+// for a register-sourced wgmma against a K-permuted F16 K tile; with kQ8Rs off, the F16
+// Q tiles come by TMA from the query's F16 copy (widen_q_chunk in the plan), like BF16
+// tiles. H200, session 24 run J: Q8RS took the plan's 12-13 us of widening away and
+// added 7-12 us to the attention kernel; whole calls Q8KV8 / Q8KV4 at (16/1, 8192,
+// 32768) 454-458 / 452-455 us against 455-458 / 457-460, at (64/4, 8192, 32768)
+// 1698-1713 / 1688-1698 against 1728-1730 / 1725-1727, at (16/1, 16384, 114688) 885-886
+// / 878-882 against 903 / 904-906.
 //
 // Software pipeline (per warpgroup): the QK wgmma of tile n+1 is issued right after the
-// PV wgmma of tile n, so it runs under tile n's epilogue; the Q rows of tile n+2 are in
-// flight meanwhile. Three tiles are live at once, so the buffers rotate by tile position
-// n (counted across units): metadata n % 3; BF16 / QGMMA Q tiles n % 3 (a BF16 tile is
-// also the output staging of its own epilogue, as is a QK16 F16 tile).
+// PV wgmma of tile n (Q8RS: after PV(n) retires, with tile n's partial packed to BF16
+// first, so that the Q fragments, P and O are never live together), so it runs under
+// tile n's epilogue; the Q rows of tile n+2 are in flight meanwhile. Three tiles are live
+// at once, so the buffers rotate by tile position n (counted across units): metadata
+// n % 3; Q tiles n % 3 (a 256-byte-row tile, BF16 or the F16 copy, is also the output
+// staging of its own epilogue; E4M3 rows, QGMMA's and Q8RS's, use one staging tile).
 template <int FMT, bool QK16>
 struct Smem {
   using PB = at::PageBytes<FMT, QK16>;
   static constexpr int kPage = PB::kStage;                            // one cp.async page stage (x2)
   static constexpr int kConv = PB::kConv;                             // converted page tiles (x1)
   static constexpr int kNQ = 3;                                       // TMA-gathered Q tiles
-  static constexpr bool kQ16 = FMT == at::kBf16 || QK16;               // 16-bit Q rows (256 bytes)
-  static constexpr int kQ = kQ16 ? kTileRows * 256 : kTileRows * PB::kQRow;
+  static constexpr bool kQ16 = FMT == at::kBf16 || (QK16 && !kQ8Rs);  // 16-bit Q rows (256 bytes)
+  static constexpr int kQ = kTileRows * (kQ16 ? 256 : 128);          // E4M3 rows: 128 bytes
   // Output staging (64 rows x 256 bytes per warpgroup, SW128): the 256-byte-row Q tile
   // the QK wgmma read; E4M3 QGMMA needs its own (one: only the epilogue uses it).
   static constexpr int kStage = kQ16 ? 0 : kTileRows * 256;
@@ -268,9 +278,30 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 // stores per thread and tile, most of the epilogue's instructions).
 // (Session 23, run Q: splitting this around the next tile's Q K^T wait, stmatrix before
 // and the proxy fence and stores after, gained nothing; runs/q/epilogue_split.patch.)
-template <bool kOwnStage>
+// The BF16 partial O of the epilogue: packed word k of stmatrix st (columns 16 st + 4 k ..
+// of the accumulator layout) from the FP32 accumulators, or already packed (Q8RS, which
+// packs before its next Q K^T so that the A fragments and O are not live together).
+struct OAcc {
+  const float (&o)[64];
+  __device__ __forceinline__ std::uint32_t word(int st, int k) const {
+    return gm::pack_bf16x2(o[8 * st + 2 * k], o[8 * st + 2 * k + 1]);
+  }
+};
+struct OPacked {
+  const std::uint32_t (&ob)[8][4];
+  __device__ __forceinline__ std::uint32_t word(int st, int k) const { return ob[st][k]; }
+};
+__device__ __forceinline__ void pack_o(const float (&o)[64], std::uint32_t (&ob)[8][4]) {
+  const OAcc src{o};
+#pragma unroll
+  for (int st = 0; st < 8; ++st)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ob[st][k] = src.word(st, k);
+}
+
+template <bool kOwnStage, class OSrc>
 __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const CUtensorMap* o_map,
-                                         const float (&o)[64], const float (&m)[2], const float (&l)[2],
+                                         const OSrc& osrc, const float (&m)[2], const float (&l)[2],
                                          std::uint8_t* stage, const int* s_row, int G, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
   // A staging tile of its own (QGMMA) is rewritten by the next epilogue: this warp's
@@ -293,9 +324,8 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
     const std::uint32_t base = gm::smem_addr(stage);
 #pragma unroll
     for (int st = 0; st < 8; ++st)
-      stmatrix_x4(base + gm::sw128_offset(row, 16 * (2 * st + (q >> 1)), kTileRows),
-                  gm::pack_bf16x2(o[8 * st], o[8 * st + 1]), gm::pack_bf16x2(o[8 * st + 2], o[8 * st + 3]),
-                  gm::pack_bf16x2(o[8 * st + 4], o[8 * st + 5]), gm::pack_bf16x2(o[8 * st + 6], o[8 * st + 7]));
+      stmatrix_x4(base + gm::sw128_offset(row, 16 * (2 * st + (q >> 1)), kTileRows), osrc.word(st, 0),
+                  osrc.word(st, 1), osrc.word(st, 2), osrc.word(st, 3));
   }
   // Each warp stores the 16 rows its own stmatrix staged, so a warp barrier orders the
   // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
@@ -317,12 +347,51 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                    make_float2((r_ml ? m[1] : m[0]) * p.c, r_ml ? l[1] : l[0]), l2_evict_first());
 }
 
+// Q8RS (kQ8Rs, FP8 paths): the A fragments of S = Q K^T for this warpgroup's 64 rows from
+// the E4M3 Q tile (TMA SW128, 128-byte rows), widened in registers. The K tile is
+// K-permuted (at::e4m3x16_to_f16_perm), so k-step s of lane q = lane % 4 wants dims 16 s +
+// 4 q .. + 3 of its rows r and r + 8: one 4-byte word each, which ldmatrix hands out (an
+// 8 x 8 b16 matrix is 8 rows x 16 bytes; lane i gets row i / 4, bytes 4 (i % 4) ..).
+// Matrices of load s2: rows r, r + 8 of chunk 2 s2, then of chunk 2 s2 + 1.
+__device__ __forceinline__ void load_q_frags(std::uint32_t tile, int wg, int wtid, std::uint32_t (&qa)[8][4]) {
+  const int warp = wtid >> 5, lane = wtid & 31;
+  const int row = 64 * wg + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+  const std::uint32_t rbase = tile + row * 128;
+#pragma unroll
+  for (int s2 = 0; s2 < 4; ++s2) {
+    const int chunk = 2 * s2 + (lane >> 4);
+    std::uint32_t r0, r1, r2, r3;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(rbase + ((chunk ^ (row & 7)) << 4))
+                 : "memory");
+    gm::f16x2_pair(r0, qa[2 * s2][0], qa[2 * s2][2]);
+    gm::f16x2_pair(r1, qa[2 * s2][1], qa[2 * s2][3]);
+    gm::f16x2_pair(r2, qa[2 * s2 + 1][0], qa[2 * s2 + 1][2]);
+    gm::f16x2_pair(r3, qa[2 * s2 + 1][1], qa[2 * s2 + 1][3]);
+  }
+}
+
+// Q8RS: S = Q K^T from the A fragments (load_q_frags) and the K-permuted F16 K tile.
+// Issues and commits; the caller waits and keeps qa (fence_pa) until then.
+__device__ __forceinline__ void wg_qk_rs(std::uint32_t (&qa)[8][4], std::uint32_t k_addr, float (&s)[64]) {
+  fence_pa(qa);
+  gm::fence_operands(s);
+  gm::fence();
+  const std::uint64_t db0 = gm::desc_k_sw128(k_addr);
+#pragma unroll
+  for (int st = 0; st < 8; ++st)
+    gm::f16_rs_bk<128>(qa[st], gm::desc_add(db0, (st >> 2) * 16384 + (st & 3) * 32), s, st > 0);
+  gm::commit();
+}
+
 template <int FMT, bool QK16>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention(const PrefillParams p, const Workspace w, const __grid_constant__ CUtensorMap q_map,
                       const __grid_constant__ CUtensorMap o_map) {
   using S = Smem<FMT, QK16>;
   using PB = at::PageBytes<FMT, QK16>;
+  constexpr bool kRs = QK16 && kQ8Rs;  // Q8RS: E4M3 query rows, register-sourced Q K^T
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   const std::uint32_t a0 = gm::smem_addr(smem_raw);
   std::uint8_t* smem = smem_raw + (((a0 + 1023u) & ~1023u) - a0);
@@ -384,6 +453,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   float s[64], o[64], m[2], l[2];
   std::uint32_t pa[8][4];
+  std::uint32_t qa[8][4];  // Q8RS: the A fragments of the Q K^T in flight
   // Dynamic schedule (load balance; the output does not depend on which CTA runs a
   // unit): a CTA's first two units are blockIdx.x and blockIdx.x + gridDim.x, its
   // (k+2)-th is 2 gridDim.x + a ticket that thread 0 takes during its k-th unit's last
@@ -403,7 +473,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const UnitDesc& nxt = s_units[(k + 1) & 1];  // read after the barrier below
     if (tid == 0 && has_next) s_units[(k + 1) & 1] = w.units[un];
     int4 entry = cur.ntiles > 1 ? load_entry(w, cur, 1, G, qpt, tid) : make_int4(-1, 0, -1, 0);  // Q(n0 + 1)
-    at::convert_page<FMT, QK16, kThreads>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid);
+    at::convert_page<FMT, QK16, kThreads, kRs>(page_src<FMT>(p, cur), page_buf(pb), conv, cur.valid, tid);
     __syncthreads();
     const std::uint32_t k_addr = gm::smem_addr(PB::k_tile(page_buf(pb), conv));
     const std::uint32_t v_addr = gm::smem_addr(PB::v_tile(page_buf(pb), conv));
@@ -411,12 +481,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     // tile has any): no wgmma in a divergent path. Padding rows have stale Q, lim -1 (all
     // keys masked: P = 0, l = 0) and s_row -1 (nothing stored).
     wait_q(wg, n0);
-    at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+    if constexpr (kRs) {
+      load_q_frags(gm::smem_addr(q_buf(n0)), wg, wtid, qa);
+      wg_qk_rs(qa, k_addr, s);
+    } else {
+      at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+    }
     if (cur.ntiles > 1)
       issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1),
                               qbar(wg, n0 + 1), tid);
     gm::wait<0>();
     gm::fence_operands(s);
+    if constexpr (kRs) fence_pa(qa);
     // Inside a unit the warpgroups run free: warpgroup wg gathers (its own TMA barrier per
     // Q buffer), owns and reads only rows [64 wg, 64 wg + 64) of the Q tiles, metadata
     // and staging, so warpgroup barriers suffice. Step j (tile n = n0 + j, S(n) waited):
@@ -450,7 +526,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       bulk_wait_read();
       wg_barrier(wg);  // tile n-1's epilogue is done (its buffers are position n+2's)
       wait_q(wg, n + 1);
-      at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+      std::uint32_t ob[8][4];  // Q8RS: tile n's BF16 partial, packed before QK(n+1)
+      if constexpr (kRs) {
+        // Q(n+1)'s fragments under PV(n); then PV(n) retires (its P and O registers free)
+        // before QK(n+1) takes qa, so that qa, P and O are never live together.
+        load_q_frags(gm::smem_addr(q_buf(n + 1)), wg, wtid, qa);
+        gm::wait<0>();  // PV(n)
+        gm::fence_operands(o);
+        fence_pa(pa);
+        pack_o(o, ob);
+        wg_qk_rs(qa, k_addr, s);
+      } else {
+        at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+      }
       if (j + 2 <= last)
         issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
                                 qbar(wg, n + 2), tid);
@@ -462,12 +550,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
       }
       at::cp_async_commit();
-      gm::wait<1>();  // PV(n); QK(n+1) stays in flight
-      gm::fence_operands(o);
-      fence_pa(pa);
-      epilogue<!S::kQ16>(p, w, &o_map, o, m, l, stage_of(n), ent_of(n), G, wg, wtid);
+      if constexpr (kRs) {
+        epilogue<!S::kQ16>(p, w, &o_map, OPacked{ob}, m, l, stage_of(n), ent_of(n), G, wg, wtid);
+      } else {
+        gm::wait<1>();  // PV(n); QK(n+1) stays in flight
+        gm::fence_operands(o);
+        fence_pa(pa);
+        epilogue<!S::kQ16>(p, w, &o_map, OAcc{o}, m, l, stage_of(n), ent_of(n), G, wg, wtid);
+      }
       gm::wait<0>();  // QK(n+1)
       gm::fence_operands(s);
+      if constexpr (kRs) fence_pa(qa);
     }
     {  // last tile: the next unit's tile 0 was gathered at step last-1 unless it is tile 0
       const int n = n0 + last;
@@ -489,7 +582,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       gm::wait<0>();
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue<!S::kQ16>(p, w, &o_map, o, m, l, stage_of(n), ent_of(n), G, wg, wtid);
+      epilogue<!S::kQ16>(p, w, &o_map, OAcc{o}, m, l, stage_of(n), ent_of(n), G, wg, wtid);
       if (tid == 0 && has_next) {
         const int after = 2 * static_cast<int>(gridDim.x) + ticket;
         s_sched[k & 1] = after < w.unit_ptr[num_csr_rows(p)] ? after : -1;
@@ -583,7 +676,7 @@ cudaError_t run_attention(const PrefillParams& p, const Workspace& w, cudaStream
     configured[dev] = true;
   }
   CUtensorMap q_map;
-  err = encode_q_map(p, w, FMT == at::kBf16, QK16, &q_map);
+  err = encode_q_map(p, w, FMT == at::kBf16, QK16 && !kQ8Rs, &q_map);
   if (err != cudaSuccess) return err;
   CUtensorMap o_map;
   err = encode_o_map(p, w, &o_map);

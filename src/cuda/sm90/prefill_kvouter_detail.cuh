@@ -209,9 +209,17 @@ inline void tail_split(const PrefillParams& p, int tpu, Workspace* w) {
   }
 }
 
-// QK16 (the FP8 paths' default) gathers an F16 copy of the E4M3 query, widened once per
-// call (in plan_fill, widen_q_chunk), instead of widening each gathered tile in shared memory.
-inline bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma(); }
+// QK16 (the FP8 paths' default) runs Q K^T on the exact F16 images of the E4M3 values.
+// Its query rows come either from an F16 copy of the E4M3 query, widened once per call
+// (in plan_fill, widen_q_chunk) and gathered by TMA like BF16 rows, or, with kQ8Rs, as
+// E4M3 rows gathered by TMA and widened in registers into the A fragments of a
+// register-sourced wgmma (prefill_attention.cu), with no copy (the default since session
+// 24; -DFLASHMSA_PREFILL_Q8RS=0 builds the copy path for A/B runs).
+#ifndef FLASHMSA_PREFILL_Q8RS
+#define FLASHMSA_PREFILL_Q8RS 1
+#endif
+constexpr bool kQ8Rs = FLASHMSA_PREFILL_Q8RS != 0;
+inline bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma() && !kQ8Rs; }
 
 inline Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
