@@ -4,7 +4,8 @@
 // One page (128 tokens) of one KV head lives in shared memory as
 //   K: SW128 K-major [128 tokens][128 dims], BF16 (32 KB) or E4M3 (16 KB; NVFP4 pages are
 //      dequantised to E4M3_sat(e2m1 x block scale), spec D7 / 5.2), or, with QK16, the
-//      E4M3 values held exactly in F16 (32 KB);
+//      E4M3 values held exactly in F16 (32 KB; the prefill kernel's Q8RS stores them
+//      K-permuted inside each 16-dim group, e4m3x16_to_f16_perm);
 //   V: SW128 MN-major [128 tokens][128 dims] as BF16 (BF16 path) or F16 (FP8 paths: every
 //      E4M3 value and every E4M3_sat(e2m1 x scale) is exact in F16), 32 KB.
 // Tokens at or beyond `valid` are zero in both tiles, so garbage in a partial page can
@@ -12,7 +13,8 @@
 //
 // A warpgroup (128 threads) owns 64 query rows (rows = query x head) and computes
 //   S(64 x 128) = Q K^T   with BF16 HGMMA, E4M3 QGMMA, or (QK16) F16 HGMMA on the exact
-//                         F16 images of the E4M3 Q and K (Q in SW128 K-major, shared),
+//                         F16 images of the E4M3 Q and K (Q in SW128 K-major, shared;
+//                         prefill Q8RS: Q widened into registers, A from registers),
 //   O(64 x 128) += P V    with BF16 or F16 HGMMA, P from registers.
 // Accumulator layout: gmma.cuh.
 //

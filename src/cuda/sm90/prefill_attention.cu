@@ -24,14 +24,15 @@ using at::kLog2e;
 // for a register-sourced wgmma against a K-permuted F16 K tile; with kQ8Rs off, the F16
 // Q tiles come by TMA from the query's F16 copy (widen_q_chunk in the plan), like BF16
 // tiles. H200, session 24 run J: Q8RS took the plan's 12-13 us of widening away and
-// added 7-12 us to the attention kernel; whole calls Q8KV8 / Q8KV4 at (16/1, 8192,
+// added 8-13 us to the attention kernel; whole calls Q8KV8 / Q8KV4 at (16/1, 8192,
 // 32768) 454-458 / 452-455 us against 455-458 / 457-460, at (64/4, 8192, 32768)
 // 1698-1713 / 1688-1698 against 1728-1730 / 1725-1727, at (16/1, 16384, 114688) 885-886
 // / 878-882 against 903 / 904-906.
 //
 // Software pipeline (per warpgroup): the QK wgmma of tile n+1 is issued right after the
-// PV wgmma of tile n (Q8RS: after PV(n) retires, with tile n's partial packed to BF16
-// first, so that the Q fragments, P and O are never live together), so it runs under
+// PV wgmma of tile n (Q8RS: after PV(n) retires and tile n's partial is packed to BF16,
+// so that the S(n+1) accumulators are never in flight beside the Q fragments, P and the
+// FP32 O of tile n: those together would not fit the registers), so it runs under
 // tile n's epilogue; the Q rows of tile n+2 are in flight meanwhile. Three tiles are live
 // at once, so the buffers rotate by tile position n (counted across units): metadata
 // n % 3; Q tiles n % 3 (a 256-byte-row tile, BF16 or the F16 copy, is also the output
@@ -45,7 +46,8 @@ struct Smem {
   static constexpr bool kQ16 = FMT == at::kBf16 || (QK16 && !kQ8Rs);  // 16-bit Q rows (256 bytes)
   static constexpr int kQ = kTileRows * (kQ16 ? 256 : 128);          // E4M3 rows: 128 bytes
   // Output staging (64 rows x 256 bytes per warpgroup, SW128): the 256-byte-row Q tile
-  // the QK wgmma read; E4M3 QGMMA needs its own (one: only the epilogue uses it).
+  // the QK wgmma read; E4M3 rows (QGMMA, Q8RS) need their own (one: only the epilogue
+  // uses it).
   static constexpr int kStage = kQ16 ? 0 : kTileRows * 256;
   // s_units[2] (UnitDesc), s_row[3][128] (int), s_lim[3][128] (int8), s_sched[2], Q
   // barriers [2 warpgroups][kNQ] (u64)
@@ -169,8 +171,8 @@ __device__ __forceinline__ void wg_barrier(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
 }
 
-// Keeps the P fragments (operands of an in-flight RS wgmma) in their registers until
-// the wgmma.wait that retires it.
+// Keeps the A fragments of an in-flight RS wgmma (P of P V; Q8RS's Q of Q K^T) in their
+// registers until the wgmma.wait that retires it.
 __device__ __forceinline__ void fence_pa(std::uint32_t (&pa)[8][4]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -278,9 +280,10 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 // stores per thread and tile, most of the epilogue's instructions).
 // (Session 23, run Q: splitting this around the next tile's Q K^T wait, stmatrix before
 // and the proxy fence and stores after, gained nothing; runs/q/epilogue_split.patch.)
-// The BF16 partial O of the epilogue: packed word k of stmatrix st (columns 16 st + 4 k ..
-// of the accumulator layout) from the FP32 accumulators, or already packed (Q8RS, which
-// packs before its next Q K^T so that the A fragments and O are not live together).
+// The BF16 partial O of the epilogue: packed word k of stmatrix st (the thread's row r +
+// 8 (k & 1), columns 16 st + 8 (k >> 1) + 2 (lane % 4) + {0, 1} of the accumulator
+// layout) from the FP32 accumulators, or already packed (Q8RS, which packs before its
+// next Q K^T, so that the FP32 O is dead while S(n+1) is in flight).
 struct OAcc {
   const float (&o)[64];
   __device__ __forceinline__ std::uint32_t word(int st, int k) const {
@@ -304,8 +307,9 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
                                          const OSrc& osrc, const float (&m)[2], const float (&l)[2],
                                          std::uint8_t* stage, const int* s_row, int G, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
-  // A staging tile of its own (QGMMA) is rewritten by the next epilogue: this warp's
-  // boxes of the previous tile must have been read out of it.
+  // A staging tile of its own (E4M3 rows: QGMMA, Q8RS) is rewritten by the next epilogue:
+  // this warp's boxes of the previous tile must have been read out of it (the wait at the
+  // loop top already covered them; this one is for the unit's first tile).
   if constexpr (kOwnStage) {
     bulk_wait_read();
     __syncwarp();
@@ -497,8 +501,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Q buffer), owns and reads only rows [64 wg, 64 wg + 64) of the Q tiles, metadata
     // and staging, so warpgroup barriers suffice. Step j (tile n = n0 + j, S(n) waited):
     // list entries of position n+2 loaded; softmax, PV(n) issued; warpgroup barrier (tile
-    // n-1's epilogue done); Q(n+1) waited on its barrier; QK(n+1) issued;
-    // the TMA gather of position n+2 (this unit's tile j+2 or the next unit's tile 0)
+    // n-1's epilogue done); Q(n+1) waited on its barrier; QK(n+1) issued (Q8RS: its
+    // fragments loaded, PV(n) retired and O packed first); the TMA gather of position n+2 (this unit's tile j+2 or the next unit's tile 0)
     // and, two tiles before the end, the next unit's page into the other buffer by
     // cp.async (free: both warpgroups passed the unit barrier; the only cp.async group,
     // waited at the next unit's start); PV(n) retired; epilogue(n) under QK(n+1); QK(n+1)
@@ -518,7 +522,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const std::int8_t* lim = lim_of(n);
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
       }
-      // Tile n-1's boxes are out of its staging (position n+2's Q tile). Its generic
+      // Tile n-1's boxes are out of its staging (position n+2's Q tile, or with E4M3 rows
+      // the one staging tile). Its generic
       // staging writes (stmatrix) were fenced to the async proxy in its epilogue, before
       // the TMA store and this barrier; the TMA gather below is async-proxy too, so no
       // second fence here (it compiled to a MEMBAR: 3 % of the kernel's stall samples,
@@ -528,8 +533,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       wait_q(wg, n + 1);
       std::uint32_t ob[8][4];  // Q8RS: tile n's BF16 partial, packed before QK(n+1)
       if constexpr (kRs) {
-        // Q(n+1)'s fragments under PV(n); then PV(n) retires (its P and O registers free)
-        // before QK(n+1) takes qa, so that qa, P and O are never live together.
+        // Q(n+1)'s fragments under PV(n); then PV(n) retires and O is packed (P and the
+        // FP32 O die) before QK(n+1) starts its S accumulators.
         load_q_frags(gm::smem_addr(q_buf(n + 1)), wg, wtid, qa);
         gm::wait<0>();  // PV(n)
         gm::fence_operands(o);
@@ -598,7 +603,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // The q tensor map of the attention kernel's TMA gather: q as [T, Hq, 128] (byte strides
 // from the view: the op validated 16-byte alignment and strides, which is what TMA needs;
-// for QK16 the contiguous F16 copy q16), box 1 query x G heads x 64 16-bit values (128
+// for QK16 without Q8RS (qk16 = QK16 && !kQ8Rs) the contiguous F16 copy q16), box 1
+// query x G heads x 64 16-bit values (128
 // bytes, SW128; two boxes per query) or x 128 E4M3 (SW128, QGMMA). cuTensorMapEncodeTiled
 // comes from the runtime's driver entry point, so nothing links libcuda.
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
