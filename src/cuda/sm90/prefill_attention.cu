@@ -357,6 +357,8 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
 // 4 q .. + 3 of its rows r and r + 8: one 4-byte word each, which ldmatrix hands out (an
 // 8 x 8 b16 matrix is 8 rows x 16 bytes; lane i gets row i / 4, bytes 4 (i % 4) ..).
 // Matrices of load s2: rows r, r + 8 of chunk 2 s2, then of chunk 2 s2 + 1.
+// (The ldmatrix asm is ours, as stmatrix_x4 is: CuTe's SM75_U32x4_LDSM_N takes a generic
+// pointer and has no memory clobber; with it this kernel's SASS changed, 1 instruction more.)
 __device__ __forceinline__ void load_q_frags(std::uint32_t tile, int wg, int wtid, std::uint32_t (&qa)[8][4]) {
   const int warp = wtid >> 5, lane = wtid & 31;
   const int row = 64 * wg + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
