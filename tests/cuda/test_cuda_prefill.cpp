@@ -436,6 +436,42 @@ TEST(CudaPrefill, PlanShapes) {
   }
 }
 
+// Two plan paths, deterministically (the random shapes above reach them too, depending on
+// their draws and the SM count):
+// - tail units (tail_split, prefill_kvouter_detail.cuh): rows of the last KV head split off
+//   a 4-tile unit where that head has between SMs and 3 x SMs CSR rows. One request with
+//   SMs + 4 pages and 1,024 queries gives every earlier page about 15,000 / (SMs + 4)
+//   entries (12-28 tiles of 8 queries on a 132-SM H200), so nearly every row splits;
+// - the single-kernel row scan (scan_single: more than 16,384 sub-counters, at most 16
+//   scan blocks of 4,096 rows) over two blocks with non-empty rows in the second: 8 KV
+//   heads x 22 requests x 24 columns = 4,224 rows x 8 sub-counters, the last KV head's
+//   rows of the later requests past row 4,096.
+TEST(CudaPrefill, TailUnitsAndSingleScan) {
+  REQUIRE_GPU();
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.reqs = {{1024, (sms + 4) * 128 - 1024}};
+    c.hq = 16;
+    c.hkv = 1;
+    c.format = f;
+    c.seed = 60 + static_cast<int>(f);
+    check_case(c, std::string("tail units: ") + kv_format_name(f) + " 16/1, " + std::to_string(sms + 4) + " pages");
+  }
+  Case w;
+  Rng rng(71);
+  std::uniform_int_distribution<int> qlen(1, 40), prefix(2600, 3000);
+  for (int b = 0; b < 22; ++b) w.reqs.push_back({qlen(rng), prefix(rng)});
+  w.hq = 8;
+  w.hkv = 8;
+  w.min_width = 24;
+  w.format = KvFormat::fp8;
+  w.seed = 70;
+  check_case(w, "single-kernel scan: 8 KV heads x 22 requests x 24 columns");
+}
+
 // No host synchronisation and a stream-ordered workspace: the call captures into a CUDA
 // graph, and replays of the graph match the CPU backend.
 TEST(CudaPrefill, GraphCapture) {

@@ -256,6 +256,31 @@ __device__ __forceinline__ void e4m3x16_to_f16_perm(uint4 in, uint4& lo, uint4& 
   gm::f16x2_pair(in.w, lo.w, hi.w);
 }
 
+/// The (token, 16-dim group) a thread converts where 8 threads share a token (FP8 K
+/// permuted, NVFP4). Threads 16 i .. 16 i + 15 take tokens 2 i, 2 i + 1: in each quarter
+/// warp (one phase of a 16-byte shared access) four take groups 0-3 of one token and
+/// four groups 4-7 of the other, so the raw reads hit 8 distinct 16-byte bank groups, and
+/// so do the F16 tile writes: groups g and g + 4 of one token land in the same banks of
+/// the two SW128 panels, while the two tokens' swizzles differ in bit 0 (one token per
+/// phase, its 8 groups in order, made both F16 stores 2-way conflicted). A half warp (a
+/// phase of an 8-byte access) still covers two whole tokens. H200, session 25 run A
+/// (docs/bench/h200-2026-11-30-s25): this mapping, together with one fewer bulk wait in
+/// the prefill tile loop, took 2-4 us off the FP8 and NVFP4 prefill calls at (16/1, 8192,
+/// 32768); NVFP4 decode (64/4, full suite) ran 1-4 % faster than in session 19 (not an
+/// interleaved comparison).
+__device__ __forceinline__ void token_group_of(unsigned tid, int& t0, int& grp) {
+  const unsigned q = tid & 7u, odd = q >> 2, h = (tid >> 3) & 1u;
+  t0 = static_cast<int>(((tid >> 4) << 1) | odd);
+  grp = static_cast<int>((q & 3u) | ((odd ^ h) << 2));
+}
+
+// Shared loads a thread issues before converting any of them (16-byte ones, and NVFP4's
+// 8-byte ones; twice as many of FP8 V's 8-byte ones). The lds/sts wrappers are volatile asm, which the compiler keeps in
+// program order, so a loop of load-convert-store serialised every load behind the stores
+// before it. H200, session 25 run C: the NVFP4 prefill attention kernel 2-3 us faster at
+// (16/1, 8192, 32768); FP8 unchanged.
+constexpr int kConvBatch = 4;
+
 /// Stage 2 of a page load for one side, after its copies completed and a barrier: raw
 /// bytes of the stage region -> the tile in the conv region: FP8 V -> F16; FP8 K -> F16
 /// (QK16); NVFP4 K -> E4M3 (F16 with QK16); NVFP4 V -> F16. A no-op where the side went
@@ -274,44 +299,72 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
   if constexpr (FMT == kFp8 && SIDE == kSideK && kPermK) {
     constexpr int kS = NTHR / 8;  // (token, group of 16 dims): 8 per token
     static_assert(NTHR % 8 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
-    const int t0 = static_cast<int>(ut >> 3), grp = static_cast<int>(ut & 7u);
+    int t0, grp;
+    token_group_of(ut, t0, grp);
     const std::uint32_t r0 = raw + t0 * 128 + grp * 16, w0 = tile + gm::sw128_offset(t0, 32 * grp, 128),
                         w1 = tile + gm::sw128_offset(t0, 32 * grp + 16, 128);
-#pragma unroll 4
-    for (int i = 0; i < 128 / kS; ++i) {
-      uint4 lo, hi;
-      e4m3x16_to_f16_perm(lds128(r0 + kS * 128 * i), lo, hi);
-      sts128(w0 + kS * 128 * i, lo);
-      sts128(w1 + kS * 128 * i, hi);
+    constexpr int kN = 128 / kS, kB = kN < kConvBatch ? kN : kConvBatch;
+#pragma unroll
+    for (int i0 = 0; i0 < kN; i0 += kB) {
+      uint4 in[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) in[b] = lds128(r0 + kS * 128 * (i0 + b));
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        uint4 lo, hi;
+        e4m3x16_to_f16_perm(in[b], lo, hi);
+        sts128(w0 + kS * 128 * (i0 + b), lo);
+        sts128(w1 + kS * 128 * (i0 + b), hi);
+      }
     }
   } else if constexpr (FMT == kFp8 && (SIDE == kSideV || QK16)) {
     constexpr int kS = NTHR / 16;  // (token, 8 dims): 16 per token
     static_assert(NTHR % 16 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
     const int t0 = static_cast<int>(ut >> 4), d0 = static_cast<int>(ut & 15u) * 8;
     const std::uint32_t r0 = raw + t0 * 128 + d0, w0 = tile + gm::sw128_offset(t0, 2 * d0, 128);
-#pragma unroll 4
-    for (int i = 0; i < 128 / kS; ++i) sts128(w0 + kS * 128 * i, e4m3x8_to_f16x8(lds64(r0 + kS * 128 * i)));
+    constexpr int kN = 128 / kS, kB = kN < 2 * kConvBatch ? kN : 2 * kConvBatch;  // 8-byte loads: twice as many
+#pragma unroll
+    for (int i0 = 0; i0 < kN; i0 += kB) {
+      uint2 in[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) in[b] = lds64(r0 + kS * 128 * (i0 + b));
+#pragma unroll
+      for (int b = 0; b < kB; ++b) sts128(w0 + kS * 128 * (i0 + b), e4m3x8_to_f16x8(in[b]));
+    }
   } else if constexpr (FMT == kNvfp4) {
     constexpr int kS = NTHR / 8;  // (token, group of 16 dims): 8 per token
     static_assert(NTHR % 8 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
     const std::uint8_t* plane = B::scales(stage, SIDE);  // the page's scales (issue_scale_copy)
     const bool swz = SIDE == kSideK ? s.k_swz : s.v_swz;
-    const int t0 = static_cast<int>(ut >> 3), grp = static_cast<int>(ut & 7u);
+    int t0, grp;
+    token_group_of(ut, t0, grp);
     const std::uint32_t r0 = raw + t0 * 64 + grp * 8;
-#pragma unroll 2
-    for (int i = 0; i < 128 / kS; ++i) {
-      const int t = t0 + kS * i;
-      const uint4 e = nvfp4_group_to_e4m3(lds64(r0 + kS * 64 * i), t < valid ? nvfp4_scale(plane, 8, swz, t, grp) : 0);
-      if (SIDE == kSideK && !QK16) {
-        sts128(tile + gm::sw128_offset(t, 16 * grp, 128), e);
-      } else if (SIDE == kSideK && kPermK) {
-        uint4 lo, hi;
-        e4m3x16_to_f16_perm(e, lo, hi);
-        sts128(tile + gm::sw128_offset(t, 32 * grp, 128), lo);
-        sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), hi);
-      } else {
-        sts128(tile + gm::sw128_offset(t, 32 * grp, 128), e4m3x8_to_f16x8(make_uint2(e.x, e.y)));
-        sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), e4m3x8_to_f16x8(make_uint2(e.z, e.w)));
+    constexpr int kN = 128 / kS, kB = kN < kConvBatch ? kN : kConvBatch;
+#pragma unroll
+    for (int i0 = 0; i0 < kN; i0 += kB) {
+      uint2 in[kB];
+      std::uint8_t sc[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int t = t0 + kS * (i0 + b);
+        in[b] = lds64(r0 + kS * 64 * (i0 + b));
+        sc[b] = t < valid ? nvfp4_scale(plane, 8, swz, t, grp) : 0;
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int t = t0 + kS * (i0 + b);
+        const uint4 e = nvfp4_group_to_e4m3(in[b], sc[b]);
+        if (SIDE == kSideK && !QK16) {
+          sts128(tile + gm::sw128_offset(t, 16 * grp, 128), e);
+        } else if (SIDE == kSideK && kPermK) {
+          uint4 lo, hi;
+          e4m3x16_to_f16_perm(e, lo, hi);
+          sts128(tile + gm::sw128_offset(t, 32 * grp, 128), lo);
+          sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), hi);
+        } else {
+          sts128(tile + gm::sw128_offset(t, 32 * grp, 128), e4m3x8_to_f16x8(make_uint2(e.x, e.y)));
+          sts128(tile + gm::sw128_offset(t, 32 * grp + 16, 128), e4m3x8_to_f16x8(make_uint2(e.z, e.w)));
+        }
       }
     }
   }

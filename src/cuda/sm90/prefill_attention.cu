@@ -27,14 +27,15 @@ using at::kLog2e;
 // added 8-13 us to the attention kernel; whole calls Q8KV8 / Q8KV4 at (16/1, 8192,
 // 32768) 454-458 / 452-455 us against 455-458 / 457-460, at (64/4, 8192, 32768)
 // 1698-1713 / 1688-1698 against 1728-1730 / 1725-1727, at (16/1, 16384, 114688) 885-886
-// / 878-882 against 903 / 904-906.
+// / 878-882 against 903 / 904-906. Session 24 issued Q8RS's QK(n+1) only after PV(n)
+// retired; issuing it under PV(n), as the other paths do (S(n+1), its Q fragments, P(n)
+// and the FP32 O(n) all live: 255 registers, no spill), took 4-5 us off the FP8
+// attention at the floor case (H200, session 25 run A, docs/bench/h200-2026-11-30-s25).
 //
 // Software pipeline (per warpgroup): the QK wgmma of tile n+1 is issued right after the
-// PV wgmma of tile n (Q8RS: after PV(n) retires and tile n's partial is packed to BF16,
-// so that the S(n+1) accumulators are never in flight beside the Q fragments, P and the
-// FP32 O of tile n: those together would not fit the registers), so it runs under
-// tile n's epilogue; the Q rows of tile n+2 are in flight meanwhile. Three tiles are live
-// at once, so the buffers rotate by tile position n (counted across units): metadata
+// PV wgmma of tile n, so it runs under tile n's epilogue; the Q rows of tile n+2 are in
+// flight meanwhile. Three tiles are live at once, so the buffers rotate by tile
+// position n (counted across units): metadata
 // n % 3; Q tiles n % 3 (a 256-byte-row tile, BF16 or the F16 copy, is also the output
 // staging of its own epilogue; E4M3 rows, QGMMA's and Q8RS's, use one staging tile).
 template <int FMT, bool QK16>
@@ -280,36 +281,14 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0
 // stores per thread and tile, most of the epilogue's instructions).
 // (Session 23, run Q: splitting this around the next tile's Q K^T wait, stmatrix before
 // and the proxy fence and stores after, gained nothing; runs/q/epilogue_split.patch.)
-// The BF16 partial O of the epilogue: packed word k of stmatrix st (the thread's row r +
-// 8 (k & 1), columns 16 st + 8 (k >> 1) + 2 (lane % 4) + {0, 1} of the accumulator
-// layout) from the FP32 accumulators, or already packed (Q8RS, which packs before its
-// next Q K^T, so that the FP32 O is dead while S(n+1) is in flight).
-struct OAcc {
-  const float (&o)[64];
-  __device__ __forceinline__ std::uint32_t word(int st, int k) const {
-    return gm::pack_bf16x2(o[8 * st + 2 * k], o[8 * st + 2 * k + 1]);
-  }
-};
-struct OPacked {
-  const std::uint32_t (&ob)[8][4];
-  __device__ __forceinline__ std::uint32_t word(int st, int k) const { return ob[st][k]; }
-};
-__device__ __forceinline__ void pack_o(const float (&o)[64], std::uint32_t (&ob)[8][4]) {
-  const OAcc src{o};
-#pragma unroll
-  for (int st = 0; st < 8; ++st)
-#pragma unroll
-    for (int k = 0; k < 4; ++k) ob[st][k] = src.word(st, k);
-}
-
-template <bool kOwnStage, class OSrc>
+template <bool kOwnStage>
 __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace& w, const CUtensorMap* o_map,
-                                         const OSrc& osrc, const float (&m)[2], const float (&l)[2],
+                                         const float (&o)[64], const float (&m)[2], const float (&l)[2],
                                          std::uint8_t* stage, const int* s_row, int G, int wg, int wtid) {
   const int warp = wtid >> 5, lane = wtid & 31;
-  // A staging tile of its own (E4M3 rows: QGMMA, Q8RS) is rewritten by the next epilogue:
-  // this warp's boxes of the previous tile must have been read out of it (the wait at the
-  // loop top already covered them; this one is for the unit's first tile).
+  // A staging tile of its own (E4M3 rows: QGMMA, Q8RS) is rewritten by every epilogue:
+  // this warp's boxes of the previous tile must have been read out of it (the tile loop
+  // waits at its top only where the staging is a Q tile, kQ16).
   if constexpr (kOwnStage) {
     bulk_wait_read();
     __syncwarp();
@@ -328,8 +307,9 @@ __device__ __forceinline__ void epilogue(const PrefillParams& p, const Workspace
     const std::uint32_t base = gm::smem_addr(stage);
 #pragma unroll
     for (int st = 0; st < 8; ++st)
-      stmatrix_x4(base + gm::sw128_offset(row, 16 * (2 * st + (q >> 1)), kTileRows), osrc.word(st, 0),
-                  osrc.word(st, 1), osrc.word(st, 2), osrc.word(st, 3));
+      stmatrix_x4(base + gm::sw128_offset(row, 16 * (2 * st + (q >> 1)), kTileRows),
+                  gm::pack_bf16x2(o[8 * st + 0], o[8 * st + 1]), gm::pack_bf16x2(o[8 * st + 2], o[8 * st + 3]),
+                  gm::pack_bf16x2(o[8 * st + 4], o[8 * st + 5]), gm::pack_bf16x2(o[8 * st + 6], o[8 * st + 7]));
   }
   // Each warp stores the 16 rows its own stmatrix staged, so a warp barrier orders the
   // staging (a warpgroup barrier here was 13 % of the kernel's stall samples, ncu session
@@ -504,7 +484,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // and staging, so warpgroup barriers suffice. Step j (tile n = n0 + j, S(n) waited):
     // list entries of position n+2 loaded; softmax, PV(n) issued; warpgroup barrier (tile
     // n-1's epilogue done); Q(n+1) waited on its barrier; QK(n+1) issued (Q8RS: its
-    // fragments loaded, PV(n) retired and O packed first); the TMA gather of position n+2 (this unit's tile j+2 or the next unit's tile 0)
+    // fragments loaded first); the TMA gather of position n+2 (this unit's tile j+2 or the next unit's tile 0)
     // and, two tiles before the end, the next unit's page into the other buffer by
     // cp.async (free: both warpgroups passed the unit barrier; the only cp.async group,
     // waited at the next unit's start); PV(n) retired; epilogue(n) under QK(n+1); QK(n+1)
@@ -524,24 +504,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         const std::int8_t* lim = lim_of(n);
         softmax_pv<FMT>(p, s, lim[lr0], lim[lr0 + 8], v_addr, pa, o, m, l, lane);
       }
-      // Tile n-1's boxes are out of its staging (position n+2's Q tile, or with E4M3 rows
-      // the one staging tile). Its generic
-      // staging writes (stmatrix) were fenced to the async proxy in its epilogue, before
-      // the TMA store and this barrier; the TMA gather below is async-proxy too, so no
-      // second fence here (it compiled to a MEMBAR: 3 % of the kernel's stall samples,
-      // ncu session 23 run N).
-      bulk_wait_read();
+      // 16-bit Q rows: tile n-1's boxes are out of its staging, position n+2's Q tile,
+      // before the gather below rewrites it (E4M3 rows stage in a tile of their own, whose
+      // reuse the epilogue waits for). Its generic staging writes (stmatrix) were fenced
+      // to the async proxy in its epilogue, before the TMA store and this barrier; the
+      // TMA gather below is async-proxy too, so no second fence here (it compiled to a
+      // MEMBAR: 3 % of the kernel's stall samples, ncu session 23 run N).
+      if constexpr (S::kQ16) bulk_wait_read();
       wg_barrier(wg);  // tile n-1's epilogue is done (its buffers are position n+2's)
       wait_q(wg, n + 1);
-      std::uint32_t ob[8][4];  // Q8RS: tile n's BF16 partial, packed before QK(n+1)
       if constexpr (kRs) {
-        // Q(n+1)'s fragments under PV(n); then PV(n) retires and O is packed (P and the
-        // FP32 O die) before QK(n+1) starts its S accumulators.
         load_q_frags(gm::smem_addr(q_buf(n + 1)), wg, wtid, qa);
-        gm::wait<0>();  // PV(n)
-        gm::fence_operands(o);
-        fence_pa(pa);
-        pack_o(o, ob);
         wg_qk_rs(qa, k_addr, s);
       } else {
         at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
@@ -557,14 +530,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(pb ^ 1), nxt.valid, tid);
       }
       at::cp_async_commit();
-      if constexpr (kRs) {
-        epilogue<!S::kQ16>(p, w, &o_map, OPacked{ob}, m, l, stage_of(n), ent_of(n), G, wg, wtid);
-      } else {
-        gm::wait<1>();  // PV(n); QK(n+1) stays in flight
-        gm::fence_operands(o);
-        fence_pa(pa);
-        epilogue<!S::kQ16>(p, w, &o_map, OAcc{o}, m, l, stage_of(n), ent_of(n), G, wg, wtid);
-      }
+      gm::wait<1>();  // PV(n); QK(n+1) stays in flight
+      gm::fence_operands(o);
+      fence_pa(pa);
+      epilogue<!S::kQ16>(p, w, &o_map, o, m, l, stage_of(n), ent_of(n), G, wg, wtid);
       gm::wait<0>();  // QK(n+1)
       gm::fence_operands(s);
       if constexpr (kRs) fence_pa(qa);
@@ -589,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       gm::wait<0>();
       gm::fence_operands(o);
       fence_pa(pa);
-      epilogue<!S::kQ16>(p, w, &o_map, OAcc{o}, m, l, stage_of(n), ent_of(n), G, wg, wtid);
+      epilogue<!S::kQ16>(p, w, &o_map, o, m, l, stage_of(n), ent_of(n), G, wg, wtid);
       if (tid == 0 && has_next) {
         const int after = 2 * static_cast<int>(gridDim.x) + ticket;
         s_sched[k & 1] = after < w.unit_ptr[num_csr_rows(p)] ? after : -1;
