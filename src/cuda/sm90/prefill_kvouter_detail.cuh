@@ -27,8 +27,12 @@ constexpr int kTileRows = 128;        // M rows per tile = gathered (query, head
 // 466-468 / 477 / 484; 32 is also best at (64/4, *) and (16/1, 16384, 114688) but 12-15
 // us slower than 24 at (16/1, 8192, 0), where 64 rows give too few units for 132 CTAs.
 // Session 16 (16-byte stores) had measured 8 best for BF16. Session 23: 32 where every SM
-// still gets at least 4 units (tiles_per_unit), else 24.
-constexpr int kTilesPerUnit = 24;
+// still gets at least 4 units (tiles_per_unit), else 24. Session 25 (run G, three
+// interleaved passes, BF16 / Q8KV8 / Q8KV4): at (16/1, 8192, 0), which takes the
+// fallback, 28 tiles 403-404 / 409-414 / 411-413 us against 24's 408-410 / 416-418 /
+// 415-419 (30: 407 / 412-414 / 412-413); at the floor case, which keeps 32, 28 would be
+// 10-16 us slower and 30 the same as 32. The fallback is 28.
+constexpr int kTilesPerUnit = 28;
 constexpr int kMaxTilesPerUnit = 64;  // FLASHMSA_PREFILL_TILES_PER_UNIT's range
 constexpr int kLargeTilesPerUnit = 32;  // where there are enough units (tiles_per_unit)
 constexpr int kMinUnitsPerSm = 4;
