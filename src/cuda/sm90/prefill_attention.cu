@@ -440,6 +440,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   float s[64], o[64], m[2], l[2];
   std::uint32_t pa[8][4];
   std::uint32_t qa[8][4];  // Q8RS: the A fragments of the Q K^T in flight
+  // S = Q K^T of the Q tile of position n against the K tile at k_addr (issued and
+  // committed; the caller waits).
+  auto issue_qk = [&](int n, std::uint32_t k_addr) {
+    if constexpr (kRs) {
+      load_q_frags(gm::smem_addr(q_buf(n)), wg, wtid, qa);
+      wg_qk_rs(qa, k_addr, s);
+    } else {
+      at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
+    }
+  };
   // Dynamic schedule (load balance; the output does not depend on which CTA runs a
   // unit): a CTA's first two units are blockIdx.x and blockIdx.x + gridDim.x, its
   // (k+2)-th is 2 gridDim.x + a ticket that thread 0 takes during its k-th unit's last
@@ -467,12 +477,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // tile has any): no wgmma in a divergent path. Padding rows have stale Q, lim -1 (all
     // keys masked: P = 0, l = 0) and s_row -1 (nothing stored).
     wait_q(wg, n0);
-    if constexpr (kRs) {
-      load_q_frags(gm::smem_addr(q_buf(n0)), wg, wtid, qa);
-      wg_qk_rs(qa, k_addr, s);
-    } else {
-      at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n0)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
-    }
+    issue_qk(n0, k_addr);
     if (cur.ntiles > 1)
       issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1),
                               qbar(wg, n0 + 1), tid);
@@ -513,12 +518,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (S::kQ16) bulk_wait_read();
       wg_barrier(wg);  // tile n-1's epilogue is done (its buffers are position n+2's)
       wait_q(wg, n + 1);
-      if constexpr (kRs) {
-        load_q_frags(gm::smem_addr(q_buf(n + 1)), wg, wtid, qa);
-        wg_qk_rs(qa, k_addr, s);
-      } else {
-        at::wg_qk<FMT, QK16>(gm::smem_addr(q_buf(n + 1)) + 128 * 64 * wg, kTileRows * 128, k_addr, s);
-      }
+      issue_qk(n + 1, k_addr);
+      // This unit's tile j+2, or the next unit's tile 0. (Two branches: folding them into
+      // one condition changed the SASS, session 25, and that build was never measured.)
       if (j + 2 <= last)
         issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n + 2), ent_of(n + 2), lim_of(n + 2),
                                 qbar(wg, n + 2), tid);

@@ -17,7 +17,7 @@
 //      entry's partial depends only on its own query row and page, never on its tile
 //      neighbours.
 //   2. attention: persistent CTAs (2 consumer warpgroups, M = 128 gathered (query, head)
-//      rows) take work units = (row, up to 24 or 32 M-tiles, by shape) from a dynamic
+//      rows) take work units = (row, up to 28 or 32 M-tiles, by shape) from a dynamic
 //      schedule (ticket counter over the plan's order: KV head, then largest units
 //      first; outputs do not depend on it). The page is loaded
 //      once per unit (double-buffered across units), the Q tiles are gathered by TMA
