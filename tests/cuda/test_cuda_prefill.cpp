@@ -407,8 +407,10 @@ TEST(CudaPrefill, RandomBatches) {
 }
 
 // The plan's CSR has Hkv x B x (block-table width) rows. Hot rows (32 sub-counters per
-// row: at least 1024 entries per row on average), more than 65,536 rows (the scans in
-// three kernels instead of one) and more than 2^19 rows (one counter per row).
+// row: at least 1024 entries per row on average), warm rows of a small plan (32
+// sub-counters: at least 256 per row, rows x 32 within the fused scan), more than 65,536
+// rows (the scans in three kernels instead of one) and more than 2^19 rows (one counter
+// per row).
 TEST(CudaPrefill, PlanShapes) {
   REQUIRE_GPU();
   Case hot;  // 16 pages, 32,768 top-k slots (the sub-counter rule counts slots)
@@ -420,6 +422,13 @@ TEST(CudaPrefill, PlanShapes) {
   hot.format = KvFormat::nvfp4;
   hot.messy = true;
   check_case(hot, "hot rows: nvfp4, messy");
+  Case warm;  // 24 pages, 16,384 top-k slots: 683 per row
+  warm.reqs = {{1024, 2048}};
+  warm.hq = 16;
+  warm.hkv = 1;
+  warm.format = KvFormat::fp8;
+  warm.seed = 33;
+  check_case(warm, "warm rows: 16/1, 1024 rows, prefix 2048");
   Rng rng(77);
   std::uniform_int_distribution<int> qlen(1, 9);
   for (const int reqs : {9, 64}) {  // x 8 KV heads x 1,100 columns: 79,200 and 563,200 rows

@@ -52,8 +52,9 @@ constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
 // address (the H200 measured 38 + 41 us for plan_count + plan_fill at (16/1, 8192,
 // 32768) with one counter per row). A row's entries stay contiguous in the list, its
 // sub-ranges one after the other. nsub = kSub when rows are hot (at least kSubHotEntries
-// entries per row on average), else 8, while the two [N, nsub] arrays stay small (16 MB
-// each), else 1. At (16/1, 8192, 0) the 64 pages average 2048 entries each and a warp
+// entries per row on average) or warm in a small plan (plan_sub_counters), else 8, while
+// the two [N, nsub] arrays stay small (16 MB each), else 1. At (16/1, 8192, 0) the 64
+// pages average 2048 entries each and a warp
 // (two queries x 16 slots) aggregates little: the H200 measured the plan at 79 us with
 // 8 sub-counters and 51 us with 32; where rows are not hot, 32 cost more in the scans
 // (40 vs 54 us at (16/1, 8192, 32768), 410 entries per row; session 15, runs G and H).
@@ -62,7 +63,10 @@ constexpr std::int64_t kSubHotEntries = 1024;
 constexpr std::int64_t kSubMaxRows = 1 << 19;  // N x 8 ints = 16 MB
 // Plans of at most this many sub-counters (N x nsub) skip the scan kernels: plan_units
 // scans the rows itself (fuses_scan). Every CTA of it reads them all at worst (64 KB).
-constexpr std::int64_t kFusedScanInts = 16384;
+#ifndef FLASHMSA_PLAN_FUSED_SCAN_INTS  // benchmark variants may override it (session 26 run C: 65,536)
+#define FLASHMSA_PLAN_FUSED_SCAN_INTS 16384
+#endif
+constexpr std::int64_t kFusedScanInts = FLASHMSA_PLAN_FUSED_SCAN_INTS;
 
 // ---------------------------------------------------------------------------------------
 // One work unit: up to w.tpu (tiles_per_unit) M-tiles of one CSR row (page of a request, KV head),
@@ -225,11 +229,35 @@ inline void tail_split(const PrefillParams& p, int tpu, Workspace* w) {
 constexpr bool kQ8Rs = FLASHMSA_PREFILL_Q8RS != 0;
 inline bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma() && !kQ8Rs; }
 
+// Sub-counters per CSR row (see kSub): kSub where rows are hot, or warm (at least
+// kSubWarmEntries entries per row on average) in a plan small enough that its scan stays
+// fused at kSub (fuses_scan); else 8; 1 where even 8 would pass the 16 MB cap.
+// FLASHMSA_PLAN_SUB_COUNTERS=1|8|32 forces a count within the cap (benchmark A/B; the
+// output does not depend on it). H200, session 26 (docs/bench/h200-2026-11-30-s26, runs
+// A-G and final2), (16/1, 8192, 32768) (N = 320, 410 entries per row): the plan 1.5-2 us
+// shorter with 32 than with 8 in every run; the whole call 0-3 us shorter in most runs
+// and up to 1 us longer in some, because the attention kernel's share grew by 0-2 us.
+// Forcing 32 on larger plans (scan kernels) or fusing scans of up to 65,536 counters
+// made the plans of (64/4, 8192, 32768) and (16/1, 16384, 114688) 2-6 us longer (run C).
+constexpr std::int64_t kSubWarmEntries = 256;
+inline int plan_sub_counters(std::int64_t N, std::int64_t entries) {
+  static const int forced = [] {
+    const char* e = std::getenv("FLASHMSA_PLAN_SUB_COUNTERS");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v == 1 || v == 8 || v == kSub ? v : 0;
+  }();
+  if (N > kSubMaxRows) return 1;
+  if (forced != 0) return forced == kSub && N > kSubMaxRows / 4 ? 8 : forced;
+  const bool hot = entries >= kSubHotEntries * N && N <= kSubMaxRows / 4;
+  const bool warm = entries >= kSubWarmEntries * N && N * kSub <= kFusedScanInts;
+  return hot || warm ? kSub : 8;
+}
+
 inline Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
-  w.nsub = N > kSubMaxRows ? 1 : (entries >= kSubHotEntries * N && N <= kSubMaxRows / 4 ? kSub : 8);
+  w.nsub = plan_sub_counters(N, entries);
   w.tpu = tiles_per_unit(p);
   tail_split(p, w.tpu, &w);
   const std::int64_t S = w.nsub;
