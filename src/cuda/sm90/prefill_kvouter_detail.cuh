@@ -56,8 +56,9 @@ constexpr int kScanRows = kScanThreads * kScanItems;   // rows per scan block
 // the two [N, nsub] arrays stay small (16 MB each), else 1. At (16/1, 8192, 0) the 64
 // pages average 2048 entries each and a warp
 // (two queries x 16 slots) aggregates little: the H200 measured the plan at 79 us with
-// 8 sub-counters and 51 us with 32; where rows are not hot, 32 cost more in the scans
-// (40 vs 54 us at (16/1, 8192, 32768), 410 entries per row; session 15, runs G and H).
+// 8 sub-counters and 51 us with 32; where rows are not hot, 32 cost more in the scan
+// kernels of session 15 (40 vs 54 us at (16/1, 8192, 32768), 410 entries per row, runs G
+// and H). With the fused scan (session 24) 32 is the shorter plan there (session 26).
 constexpr int kSub = 32;
 constexpr std::int64_t kSubHotEntries = 1024;
 constexpr std::int64_t kSubMaxRows = 1 << 19;  // N x 8 ints = 16 MB
@@ -230,13 +231,14 @@ constexpr bool kQ8Rs = FLASHMSA_PREFILL_Q8RS != 0;
 inline bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m3_mma() && !kQ8Rs; }
 
 // Sub-counters per CSR row (see kSub): kSub where rows are hot, or warm (at least
-// kSubWarmEntries entries per row on average) in a plan small enough that its scan stays
-// fused at kSub (fuses_scan); else 8; 1 where even 8 would pass the 16 MB cap.
+// kSubWarmEntries entries per row on average) in a plan small enough to fuse its scan at
+// kSub (N x kSub <= kFusedScanInts, see fuses_scan); else 8; 1 where even 8 would pass
+// the 16 MB cap.
 // FLASHMSA_PLAN_SUB_COUNTERS=1|8|32 forces a count within the cap (benchmark A/B; the
 // output does not depend on it). H200, session 26 (docs/bench/h200-2026-11-30-s26, runs
-// A-G and final2), (16/1, 8192, 32768) (N = 320, 410 entries per row): the plan 1.5-2 us
-// shorter with 32 than with 8 in every run; the whole call 0-3 us shorter in most runs
-// and up to 1 us longer in some, because the attention kernel's share grew by 0-2 us.
+// A-G and final2), (16/1, 8192, 32768) (N = 320, 410 entries per row): the plan about
+// 1-2.5 us shorter with 32 than with 8 in every run (medians); the whole call -4.4 to
+// +1.2 us, because the attention kernel's share grew by 0-2 us (cause not identified).
 // Forcing 32 on larger plans (scan kernels) or fusing scans of up to 65,536 counters
 // made the plans of (64/4, 8192, 32768) and (16/1, 16384, 114688) 2-6 us longer (run C).
 constexpr std::int64_t kSubWarmEntries = 256;
