@@ -154,6 +154,16 @@ inline cudaError_t device_sms(int* n) {
   return cudaSuccess;
 }
 
+// The benchmark overrides below (FLASHMSA_PREFILL_*, FLASHMSA_PLAN_*): the variable's
+// value if it is a whole number in [lo, hi], else -1 (unset or malformed: the default).
+inline int env_whole(const char* name, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == 0) return -1;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  return *end == 0 && v >= lo && v <= hi ? static_cast<int>(v) : -1;
+}
+
 // M-tiles per work unit: FLASHMSA_PREFILL_TILES_PER_UNIT (1..kMaxTilesPerUnit) if set,
 // else kLargeTilesPerUnit where that still leaves every SM at least kMinUnitsPerSm units,
 // else kTilesPerUnit. Units are estimated from host-known shapes only (the per-row entry
@@ -166,12 +176,8 @@ inline cudaError_t device_sms(int* n) {
 // 32 885 / 916 / 919; but (16/1, 8192, 0) 24 419 / 432 / 431, 32 432 / 444 / 445 (64
 // rows: 512 units of 32 tiles, 3.9 per SM, too few to balance).
 inline int tiles_per_unit(const PrefillParams& p) {
-  static const int forced = [] {
-    const char* e = std::getenv("FLASHMSA_PREFILL_TILES_PER_UNIT");
-    const int v = e != nullptr ? std::atoi(e) : 0;
-    return v >= 1 && v <= kMaxTilesPerUnit ? v : 0;
-  }();
-  if (forced != 0) return forced;
+  static const int forced = env_whole("FLASHMSA_PREFILL_TILES_PER_UNIT", 1, kMaxTilesPerUnit);
+  if (forced > 0) return forced;
   const std::int64_t N = num_csr_rows(p);
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * p.num_rows * p.topk_k;
   const std::int64_t qpt = kTileRows / (p.num_q_heads / p.num_kv_heads);
@@ -196,13 +202,7 @@ inline int tiles_per_unit(const PrefillParams& p) {
 // for every row (0: off).
 constexpr int kTailTiles = 4;
 inline void tail_split(const PrefillParams& p, int tpu, Workspace* w) {
-  static const int forced = [] {  // -1 unless the variable is a whole number >= 0
-    const char* e = std::getenv("FLASHMSA_PREFILL_TAIL_TILES");
-    if (e == nullptr || *e == 0) return -1;
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    return *end == 0 && v >= 0 && v <= kMaxTilesPerUnit ? static_cast<int>(v) : -1;
-  }();
+  static const int forced = env_whole("FLASHMSA_PREFILL_TAIL_TILES", 0, kMaxTilesPerUnit);
   w->tail = 0;
   w->tail_row0 = 0;
   if (forced >= 0) {
@@ -244,8 +244,7 @@ inline bool uses_q16(const PrefillParams& p) { return p.q_e4m3 && !fp8_qk_on_e4m
 constexpr std::int64_t kSubWarmEntries = 256;
 inline int plan_sub_counters(std::int64_t N, std::int64_t entries) {
   static const int forced = [] {
-    const char* e = std::getenv("FLASHMSA_PLAN_SUB_COUNTERS");
-    const int v = e != nullptr ? std::atoi(e) : 0;
+    const int v = env_whole("FLASHMSA_PLAN_SUB_COUNTERS", 1, kSub);
     return v == 1 || v == 8 || v == kSub ? v : 0;
   }();
   if (N > kSubMaxRows) return 1;
@@ -309,11 +308,8 @@ inline Workspace carve(const PrefillParams& p, void* base) {
 // Programmatic dependents (pdl.cuh) past the plan: bit 0 the attention kernel, bit 1 the
 // combine; FLASHMSA_PREFILL_PDL=0..3 overrides the default (benchmark A/B).
 inline int prefill_pdl() {
-  static const int mode = [] {
-    const char* e = std::getenv("FLASHMSA_PREFILL_PDL");
-    return e != nullptr && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 3;
-  }();
-  return mode;
+  static const int mode = env_whole("FLASHMSA_PREFILL_PDL", 0, 3);
+  return mode >= 0 ? mode : 3;
 }
 
 // The plan (prefill_plan.cu): plan_zero, plan_count, the row scans (none where

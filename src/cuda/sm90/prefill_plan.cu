@@ -537,11 +537,8 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
 }  // namespace
 
 bool fuses_scan(const PrefillParams& p, const Workspace& w) {
-  static const int mode = [] {
-    const char* e = std::getenv("FLASHMSA_PLAN_FUSED_SCAN");
-    return e != nullptr && e[0] == '0' ? 0 : 1;
-  }();
-  return mode != 0 && num_csr_rows(p) * w.nsub <= kFusedScanInts;
+  static const bool off = env_whole("FLASHMSA_PLAN_FUSED_SCAN", 0, 1) == 0;  // "0" turns it off
+  return !off && num_csr_rows(p) * w.nsub <= kFusedScanInts;
 }
 
 cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t stream) {
