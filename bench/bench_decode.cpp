@@ -9,6 +9,8 @@
 //   build/bench_decode [--suite full|low_latency|all] [--heads 64/4,16/1] [--formats bf16,fp8,nvfp4]
 //                      [--calls 120] [--reps 20] [--q Q] [--csv FILE]
 // --q overrides the suites' 8 queries per request (1..32) keeping their lengths.
+// --data random (default: q, k, v random as in bench_fill.h, E4M3 with 1/16 scales) or
+// constant (every byte 0x22, NVFP4 scales 1.0: the inputs of sessions 1-26).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_fill.h"
 #include "bench_suites.h"
 #include "bench_util.h"
 #include "flashmsa/flashmsa.h"
@@ -32,6 +35,8 @@ namespace {
 using bench::kColdBytes;
 using bench::kCopyPeakTBs;
 using bench::split;
+
+bool g_random_data = true;  // --data
 
 struct Row {
   std::string suite, name, format;
@@ -120,12 +125,27 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
     return true;
   }
   (void)side_data;
-  // Values: a harmless constant pattern (timing does not depend on values).
-  CUDA_OK(cudaMemset(k, 0x22, static_cast<size_t>(elems_side * (fmt == KvFormat::bf16 ? 2 : 1))));
-  CUDA_OK(cudaMemset(v, 0x22, static_cast<size_t>(elems_side * (fmt == KvFormat::bf16 ? 2 : 1))));
-  if (ks) CUDA_OK(cudaMemset(ks, 0x38, static_cast<size_t>(num_pages * hkv * 128 * 8)));
-  if (vs) CUDA_OK(cudaMemset(vs, 0x38, static_cast<size_t>(num_pages * hkv * 128 * 8)));
-  CUDA_OK(cudaMemset(q, 0x22, static_cast<size_t>(nrows) * hq * 128 * qbytes));
+  // Values: random by default (bench_fill.h; constant data can time optimistically).
+  const std::int64_t kv_bytes = elems_side * (fmt == KvFormat::bf16 ? 2 : 1);
+  const std::int64_t scale_bytes = num_pages * hkv * 128 * 8, q_bytes = static_cast<std::int64_t>(nrows) * hq * 128 * qbytes;
+  if (g_random_data) {
+    using bench::FillKind;
+    const FillKind kvk = fmt == KvFormat::bf16 ? FillKind::bf16_normal
+                         : fmt == KvFormat::fp8 ? FillKind::e4m3_normal16
+                                                : FillKind::uniform_bytes;
+    CUDA_OK(bench::fill_random(k, kv_bytes, kvk, 2));
+    CUDA_OK(bench::fill_random(v, kv_bytes, kvk, 3));
+    if (ks) CUDA_OK(bench::fill_random(ks, scale_bytes, FillKind::e4m3_block_scale, 4));
+    if (vs) CUDA_OK(bench::fill_random(vs, scale_bytes, FillKind::e4m3_block_scale, 5));
+    CUDA_OK(bench::fill_random(q, q_bytes, qbytes == 1 ? FillKind::e4m3_normal16 : FillKind::bf16_normal, 1));
+    CUDA_OK(cudaDeviceSynchronize());
+  } else {
+    CUDA_OK(cudaMemset(k, 0x22, static_cast<size_t>(kv_bytes)));
+    CUDA_OK(cudaMemset(v, 0x22, static_cast<size_t>(kv_bytes)));
+    if (ks) CUDA_OK(cudaMemset(ks, 0x38, static_cast<size_t>(scale_bytes)));
+    if (vs) CUDA_OK(cudaMemset(vs, 0x38, static_cast<size_t>(scale_bytes)));
+    CUDA_OK(cudaMemset(q, 0x22, static_cast<size_t>(q_bytes)));
+  }
   CUDA_OK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(d_seq, wc.seq_lens.data(), static_cast<size_t>(B) * 4, cudaMemcpyHostToDevice));
   {
@@ -169,6 +189,7 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
     kv.k.block_scale = make_view(ks, DType::e4m3, {num_pages, hkv, 128, 8}, Device::cuda);
     kv.v.block_scale = make_view(vs, DType::e4m3, {num_pages, hkv, 128, 8}, Device::cuda);
   }
+  if (fmt == KvFormat::fp8 && g_random_data) kv.k.global_scale = kv.v.global_scale = 1.0f / 16;
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
   DecodeRunArgs ra;
@@ -177,7 +198,7 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
   ra.topk_indices = make_view(d_topk, DType::i32, {nrows, hkv, 16}, Device::cuda);
   ra.seq_lens = make_view(d_seq, DType::i32, {B}, Device::cuda);
   ra.out = make_view(out, DType::bf16, {nrows, hq, 128}, Device::cuda);
-  ra.q_scale = pa.q_dtype == DType::e4m3 ? 0.05f : 1.0f;
+  ra.q_scale = pa.q_dtype == DType::e4m3 ? (g_random_data ? 1.0f / 16 : 0.05f) : 1.0f;
   ra.stream = stream;
   auto args_for = [&](int s) {
     DecodeRunArgs a = ra;
@@ -256,11 +277,19 @@ int main(int argc, char** argv) {
     else if (a == "--csv") csv = next();
     else if (a == "--q") q_override = std::stoi(next());
     else if (a == "--cases") only_cases = next();  // comma-separated case ids
+    else if (a == "--data") {
+      const std::string d = next();
+      if (d != "random" && d != "constant") {
+        std::fprintf(stderr, "--data: expected random or constant, got '%s'\n", d.c_str());
+        return 2;
+      }
+      g_random_data = d == "random";
+    }
     else if (a == "--help" || a == "-h") {
       std::printf(
           "bench_decode [--suite full|low_latency|all] [--heads 64/4,16/1] [--formats bf16,fp8,nvfp4]\n"
           "             [--q N (queries per request; case names keep the suite's _q8)] [--cases id,id]\n"
-          "             [--calls 120] [--reps 20] [--csv FILE]\n"
+          "             [--calls 120] [--reps 20] [--csv FILE] [--data random|constant]\n"
           "Decode attention per call inside a CUDA graph over rotated inputs (cold L2); needs a GPU.\n"
           "Hooks: FLASHMSA_DECODE_KERNEL=warp_mma|warp_mma_dsplit|tile, FLASHMSA_DECODE_SPLITS=N, FLASHMSA_DECODE_MERGE=combine.\n");
       return 0;

@@ -3,11 +3,19 @@
 // forced, shuffled block table; each format; both kernels (KV-outer, the default, and the
 // v1 query-outer one via FLASHMSA_PREFILL_KERNEL=query_outer) in the same run. Median
 // of `--reps` CUDA-event timings after warm-up, of one call captured in a CUDA graph
-// (KV-outer; see time_call) and, as `eager_us`, of plain calls; effective TFLOP/s over the keys actually
+// (KV-outer; see time_call) and, as `eager_us`, of plain calls, each timed call after an
+// L2 flush that also keeps the GPU busy while the host launches it (so the host's launch
+// latency stays out of the time); effective TFLOP/s over the keys actually
 // visible to each query (4 x 128 x Hq per query-key pair), as a fraction of the measured
 // H200 peaks (BF16 807, FP8 1487 TFLOP/s). For KV-outer the breakdown plan / attention /
 // combine comes from FLASHMSA_PREFILL_STOP_AFTER=plan|attention runs (differences of
 // medians).
+//
+// Inputs (--data): `random` (default) fills q, k and v with random values (bench_fill.h:
+// BF16 about N(0, 1); E4M3 as E4M3_sat(16 N(0, 1)) with q_scale = k_scale = v_scale =
+// 1/16; NVFP4 uniform codes, block scales 0.25 .. 0.5); `constant` is the pattern of
+// sessions 1-26 (every byte 0x22, NVFP4 scales 1.0), kept to compare with their numbers.
+// --flush 0 drops the L2 flush before each timed call (the method of sessions 1-26).
 //
 // Selections (--selection, comma list):
 //   random  : 15 distinct uniformly random history pages per (row, KV head);
@@ -16,6 +24,7 @@
 //
 //   build-pre/bench_prefill [--cases "16/1:8192:0,16/1:8192:32768,..."] [--reps 10]
 //       [--selection random,indexer] [--kernels kv_outer,query_outer] [--csv FILE]
+//       [--data random|constant] [--flush 1|0]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +38,7 @@
 
 #include "flashmsa/flashmsa.h"
 
+#include "bench_fill.h"
 #include "bench_util.h"
 
 using namespace flashmsa;
@@ -93,7 +103,11 @@ double make_topk(const Shape& sh, const std::string& selection, std::mt19937_64&
 // graph: the call captured once into a CUDA graph, each replay between two events: the
 //   GPU time of the call's kernels without host launch gaps (the method of bench_decode
 //   and bench_indexer; an engine that enqueues ahead of the GPU sees this).
-float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, bool graph) {
+// Median ms of `reps` timed calls (after 2 untimed ones). Before each, a memset of
+// `flush_bytes` at `flush` (when not null) evicts L2 and keeps the stream busy, so the
+// host has enqueued the call before the GPU reaches e0.
+float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, bool graph,
+                void* flush, std::size_t flush_bytes) {
   a.stream = s;
   cudaGraphExec_t exec = nullptr;
   if (graph) {
@@ -108,7 +122,8 @@ float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEven
   std::vector<float> ms;
   bool failed = false;
   for (int r = 0; r < reps + 2 && !failed; ++r) {
-    failed = cudaEventRecord(e0, s) != cudaSuccess;
+    if (flush != nullptr) failed = cudaMemsetAsync(flush, r & 0xff, flush_bytes, s) != cudaSuccess;
+    if (!failed) failed = cudaEventRecord(e0, s) != cudaSuccess;
     if (!failed) failed = graph ? cudaGraphLaunch(exec, s) != cudaSuccess : !sparse_attention_prefill(a).ok();
     if (!failed) failed = cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess;
     float t = 0;
@@ -127,6 +142,8 @@ int main(int argc, char** argv) {
   std::string cases = "16/1:8192:0,16/1:8192:32768,16/1:16384:114688,64/4:8192:0,64/4:8192:32768";
   std::string csv, selections = "random,indexer", kernels = "kv_outer,query_outer";
   int reps = 10;
+  std::string data = "random";
+  int flush_on = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") cases = argv[i + 1];
@@ -134,11 +151,20 @@ int main(int argc, char** argv) {
     else if (a == "--csv") csv = argv[i + 1];
     else if (a == "--selection") selections = argv[i + 1];
     else if (a == "--kernels") kernels = argv[i + 1];
+    else if (a == "--data") data = argv[i + 1];
+    else if (a == "--flush") flush_on = std::stoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "unknown option %s (--cases, --reps, --csv, --selection, --kernels)\n", a.c_str());
+      std::fprintf(stderr, "unknown option %s (--cases, --reps, --csv, --selection, --kernels, --data, --flush)\n",
+                   a.c_str());
       return 2;
     }
   }
+  if (data != "random" && data != "constant") {
+    std::fprintf(stderr, "--data: expected random or constant, got '%s'\n", data.c_str());
+    return 2;
+  }
+  const bool random_data = data == "random";
+  std::printf("inputs: %s values; L2 flush before each timed call: %s\n", data.c_str(), flush_on ? "yes" : "no");
   // The KV-outer path takes its workspace from the stream-ordered pool: keep what it
   // frees instead of returning it to the OS at every synchronisation.
   {
@@ -157,6 +183,9 @@ int main(int argc, char** argv) {
   CUDA_CK(cudaEventCreate(&e1));
   cudaStream_t stream;
   CUDA_CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* flush = nullptr;
+  const std::size_t flush_bytes = static_cast<std::size_t>(bench::kColdBytes);
+  if (flush_on) CUDA_CK(cudaMalloc(&flush, flush_bytes));
   for (const Shape& sh : parse(cases))
     for (const std::string& sel : split(selections)) {
       const int T = sh.q_len, seq = sh.q_len + sh.prefix, pages = (seq + 127) / 128;
@@ -177,20 +206,36 @@ int main(int argc, char** argv) {
         CUDA_CK(cudaMalloc(&q, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
         CUDA_CK(cudaMalloc(&k, static_cast<size_t>(side)));
         CUDA_CK(cudaMalloc(&v, static_cast<size_t>(side)));
+        const std::int64_t scale_bytes = static_cast<std::int64_t>(pages) * sh.hkv * 128 * 8;
         if (fmt == KvFormat::nvfp4) {
-          CUDA_CK(cudaMalloc(&ks, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-          CUDA_CK(cudaMalloc(&vs, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-          CUDA_CK(cudaMemset(ks, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
-          CUDA_CK(cudaMemset(vs, 0x38, static_cast<size_t>(pages) * sh.hkv * 128 * 8));
+          CUDA_CK(cudaMalloc(&ks, static_cast<size_t>(scale_bytes)));
+          CUDA_CK(cudaMalloc(&vs, static_cast<size_t>(scale_bytes)));
         }
         CUDA_CK(cudaMalloc(&out, static_cast<size_t>(T) * sh.hq * 128 * 2));
         CUDA_CK(cudaMalloc(&d_topk, topk.size() * 4));
         CUDA_CK(cudaMalloc(&bt, static_cast<size_t>(pages) * 4));
         CUDA_CK(cudaMalloc(&cu, 8));
         CUDA_CK(cudaMalloc(&sl, 4));
-        CUDA_CK(cudaMemset(q, 0x22, static_cast<size_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2)));
-        CUDA_CK(cudaMemset(k, 0x22, static_cast<size_t>(side)));
-        CUDA_CK(cudaMemset(v, 0x22, static_cast<size_t>(side)));
+        const std::int64_t q_bytes = static_cast<std::int64_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2);
+        if (random_data) {
+          using bench::FillKind;
+          const FillKind qk = fp8q ? FillKind::e4m3_normal16 : FillKind::bf16_normal;
+          const FillKind kvk = fmt == KvFormat::bf16 ? FillKind::bf16_normal
+                               : fmt == KvFormat::fp8 ? FillKind::e4m3_normal16
+                                                      : FillKind::uniform_bytes;
+          CUDA_CK(bench::fill_random(q, q_bytes, qk, 1));
+          CUDA_CK(bench::fill_random(k, side, kvk, 2));
+          CUDA_CK(bench::fill_random(v, side, kvk, 3));
+          if (ks) CUDA_CK(bench::fill_random(ks, scale_bytes, FillKind::e4m3_block_scale, 4));
+          if (vs) CUDA_CK(bench::fill_random(vs, scale_bytes, FillKind::e4m3_block_scale, 5));
+        } else {
+          CUDA_CK(cudaMemset(q, 0x22, static_cast<size_t>(q_bytes)));
+          CUDA_CK(cudaMemset(k, 0x22, static_cast<size_t>(side)));
+          CUDA_CK(cudaMemset(v, 0x22, static_cast<size_t>(side)));
+          if (ks) CUDA_CK(cudaMemset(ks, 0x38, static_cast<size_t>(scale_bytes)));
+          if (vs) CUDA_CK(cudaMemset(vs, 0x38, static_cast<size_t>(scale_bytes)));
+        }
+        CUDA_CK(cudaDeviceSynchronize());
         CUDA_CK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
         CUDA_CK(cudaMemcpy(bt, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
         CUDA_CK(cudaMemcpy(cu, cu_h, 8, cudaMemcpyHostToDevice));
@@ -209,7 +254,8 @@ int main(int argc, char** argv) {
         a.block_table = make_view(bt, DType::i32, {1, pages}, Device::cuda);
         a.cu_seqlens_q = make_view(cu, DType::i32, {2}, Device::cuda);
         a.seq_lens = make_view(sl, DType::i32, {1}, Device::cuda);
-        a.q_scale = fp8q ? 0.05f : 1.0f;
+        a.q_scale = fp8q ? (random_data ? 1.0f / 16 : 0.05f) : 1.0f;
+        if (fmt == KvFormat::fp8 && random_data) a.kv.k.global_scale = a.kv.v.global_scale = 1.0f / 16;
         a.out = make_view(out, DType::bf16, {T, sh.hq, 128}, Device::cuda);
         const double peak = fp8q ? 1487.0 : 807.0;
         for (const std::string& kern : split(kernels)) {
@@ -224,14 +270,14 @@ int main(int argc, char** argv) {
           CUDA_CK(cudaDeviceSynchronize());
           // The query-outer kernel is timed eagerly only (not part of the graph method).
           const bool graph = kv;
-          const float ms_all = time_call(a, reps, e0, e1, stream, graph);
-          const float ms_eager = graph ? time_call(a, reps, e0, e1, stream, false) : ms_all;
+          const float ms_all = time_call(a, reps, e0, e1, stream, graph, flush, flush_bytes);
+          const float ms_eager = graph ? time_call(a, reps, e0, e1, stream, false, flush, flush_bytes) : ms_all;
           float ms_plan = 0, ms_attn = 0;
           if (kv) {
             setenv("FLASHMSA_PREFILL_STOP_AFTER", "plan", 1);
-            ms_plan = time_call(a, reps, e0, e1, stream, graph);
+            ms_plan = time_call(a, reps, e0, e1, stream, graph, flush, flush_bytes);
             setenv("FLASHMSA_PREFILL_STOP_AFTER", "attention", 1);
-            ms_attn = time_call(a, reps, e0, e1, stream, graph);
+            ms_attn = time_call(a, reps, e0, e1, stream, graph, flush, flush_bytes);
             unsetenv("FLASHMSA_PREFILL_STOP_AFTER");
           }
           CUDA_CK(cudaGetLastError());
@@ -264,6 +310,7 @@ int main(int argc, char** argv) {
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaStreamDestroy(stream);
+  cudaFree(flush);
   if (fp) std::fclose(fp);
   return 0;
 }
