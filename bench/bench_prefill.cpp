@@ -17,6 +17,15 @@
 // sessions 1-26 (every byte 0x22, NVFP4 scales 1.0), kept to compare with their numbers.
 // --flush 0 drops the L2 flush before each timed call (the method of sessions 1-26).
 //
+// Energy (--energy-ms, default 2000; 0: off): NVML's energy counter (bench_energy.h) over
+// back-to-back replays of the whole call, of the plan alone and of plan + attention
+// (FLASHMSA_PREFILL_STOP_AFTER), each for about that many milliseconds: mJ per call, the
+// mean power, and the whole call's time per call in that sustained regime (us_sustained:
+// no idle time between calls, so a card at its power cap stays there). On random inputs the H200 runs at its 700 W cap, where a call's time
+// depends on the energy around it but energy adds up, so the per-stage energies (plan,
+// attention = (plan + attention) - plan, combine = call - (plan + attention)) are the
+// breakdown that differences of times no longer give.
+//
 // Selections (--selection, comma list):
 //   random  : 15 distinct uniformly random history pages per (row, KV head);
 //   indexer : "real-indexer-like": blocks of 64 neighbouring rows share a random base
@@ -24,7 +33,7 @@
 //
 //   build-pre/bench_prefill [--cases "16/1:8192:0,16/1:8192:32768,..."] [--reps 10]
 //       [--selection random,indexer] [--kernels kv_outer,query_outer] [--csv FILE]
-//       [--data random|constant] [--flush 1|0]
+//       [--data random|constant] [--flush 1|0] [--energy-ms 2000]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,6 +47,7 @@
 
 #include "flashmsa/flashmsa.h"
 
+#include "bench_energy.h"
 #include "bench_fill.h"
 #include "bench_util.h"
 
@@ -136,6 +146,39 @@ float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEven
   return ms[ms.size() / 2];
 }
 
+// Energy per call in mJ (*mj), mean power in W (*watts) and time per call in us
+// (*us_call) over back-to-back replays of one captured call, about `ms` milliseconds of
+// them (after 3 warm-up replays; at least 20): the sustained regime, with no idle time
+// between calls. False if the capture, a launch or the counter fails.
+bool energy_call(SparseAttentionPrefillArgs a, double ms, float call_ms, cudaEvent_t e0, cudaEvent_t e1,
+                 cudaStream_t s, const bench::EnergyCounter& ec, double* mj, double* watts, double* us_call) {
+  a.stream = s;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return false;
+  const bool ok = sparse_attention_prefill(a).ok();
+  const bool ended = cudaStreamEndCapture(s, &g) == cudaSuccess;
+  const bool inst = ended && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
+  if (g != nullptr) cudaGraphDestroy(g);
+  if (!inst) return false;
+  const int calls = std::max(20, static_cast<int>(ms / std::max(call_ms, 1e-3f)));
+  bool good = true;
+  for (int r = 0; r < 3 && good; ++r) good = cudaGraphLaunch(exec, s) == cudaSuccess;
+  good = good && cudaStreamSynchronize(s) == cudaSuccess;
+  unsigned long long j0 = 0, j1 = 0;
+  good = good && ec.read_fresh(&j0) && cudaEventRecord(e0, s) == cudaSuccess;
+  for (int r = 0; r < calls && good; ++r) good = cudaGraphLaunch(exec, s) == cudaSuccess;
+  good = good && cudaEventRecord(e1, s) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess && ec.read_fresh(&j1);
+  float el = 0;
+  good = good && cudaEventElapsedTime(&el, e0, e1) == cudaSuccess && el > 0;
+  cudaGraphExecDestroy(exec);
+  if (!good) return false;
+  *mj = static_cast<double>(j1 - j0) / calls;
+  *watts = static_cast<double>(j1 - j0) / el;
+  *us_call = 1000.0 * el / calls;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,6 +187,7 @@ int main(int argc, char** argv) {
   int reps = 10;
   std::string data = "random";
   int flush_on = 1;
+  double energy_ms = 2000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") cases = argv[i + 1];
@@ -153,8 +197,10 @@ int main(int argc, char** argv) {
     else if (a == "--kernels") kernels = argv[i + 1];
     else if (a == "--data") data = argv[i + 1];
     else if (a == "--flush") flush_on = std::stoi(argv[i + 1]);
+    else if (a == "--energy-ms") energy_ms = std::stod(argv[i + 1]);
     else {
-      std::fprintf(stderr, "unknown option %s (--cases, --reps, --csv, --selection, --kernels, --data, --flush)\n",
+      std::fprintf(stderr,
+                   "unknown option %s (--cases, --reps, --csv, --selection, --kernels, --data, --flush, --energy-ms)\n",
                    a.c_str());
       return 2;
     }
@@ -165,6 +211,9 @@ int main(int argc, char** argv) {
   }
   const bool random_data = data == "random";
   std::printf("inputs: %s values; L2 flush before each timed call: %s\n", data.c_str(), flush_on ? "yes" : "no");
+  const bench::EnergyCounter energy;
+  const bool want_energy = energy_ms > 0 && energy.ok();
+  if (energy_ms > 0 && !energy.ok()) std::printf("energy: NVML's energy counter is not available; no energy columns\n");
   // The KV-outer path takes its workspace from the stream-ordered pool: keep what it
   // frees instead of returning it to the OS at every synchronisation.
   {
@@ -177,7 +226,8 @@ int main(int argc, char** argv) {
   }
   FILE* fp = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (fp)
-    std::fprintf(fp, "hq,hkv,q_len,prefix,selection,format,kernel,us,tflops,frac_of_peak,plan_us,attention_us,combine_us,timing,eager_us\n");
+    std::fprintf(fp, "hq,hkv,q_len,prefix,selection,format,kernel,us,tflops,frac_of_peak,plan_us,attention_us,combine_us,timing,eager_us,"
+                    "mj_call,mj_plan,mj_attention,mj_combine,watts_call,us_sustained\n");
   cudaEvent_t e0, e1;
   CUDA_CK(cudaEventCreate(&e0));
   CUDA_CK(cudaEventCreate(&e1));
@@ -288,19 +338,40 @@ int main(int argc, char** argv) {
           const double us = ms_all * 1000.0, tf = flops / (us * 1e-6) / 1e12;
           const double plan_us = ms_plan * 1000.0, attn_us = (ms_attn - ms_plan) * 1000.0,
                        comb_us = (ms_all - ms_attn) * 1000.0;
+          // Energy per call of the whole call, the plan, plan + attention (KV-outer only).
+          double mj_all = 0, mj_plan = 0, mj_pa = 0, w_all = 0, us_sus = 0, w_unused = 0, us_unused = 0;
+          bool have_energy = false;
+          if (kv && want_energy) {
+            have_energy = energy_call(a, energy_ms, ms_all, e0, e1, stream, energy, &mj_all, &w_all, &us_sus);
+            setenv("FLASHMSA_PREFILL_STOP_AFTER", "plan", 1);
+            have_energy = have_energy &&
+                          energy_call(a, energy_ms, ms_plan, e0, e1, stream, energy, &mj_plan, &w_unused, &us_unused);
+            setenv("FLASHMSA_PREFILL_STOP_AFTER", "attention", 1);
+            have_energy = have_energy &&
+                          energy_call(a, energy_ms, ms_attn, e0, e1, stream, energy, &mj_pa, &w_unused, &us_unused);
+            unsetenv("FLASHMSA_PREFILL_STOP_AFTER");
+            if (!have_energy) std::printf("energy: a measurement failed for this case\n");
+          }
           std::printf("prefill %2d/%d q_len %6d prefix %7d %-7s %-5s %-11s %10.1f us %7.1f TFLOP/s %5.1f%% of %s",
                       sh.hq, sh.hkv, sh.q_len, sh.prefix, sel.c_str(), kv_format_name(fmt), kern.c_str(), us, tf,
                       100 * tf / peak, fp8q ? "FP8" : "BF16");
           if (kv)
             std::printf("  (plan %.1f, attention %.1f, combine %.1f us; eager %.1f us)", plan_us, attn_us, comb_us,
                         ms_eager * 1000.0);
+          if (have_energy)
+            std::printf("  sustained %.1f us, %.1f mJ/call at %.0f W (plan %.1f, attention %.1f, combine %.1f mJ)", us_sus,
+                        mj_all, w_all, mj_plan, mj_pa - mj_plan, mj_all - mj_pa);
           std::printf("\n");
           std::fflush(stdout);
           if (fp) {
             std::fprintf(fp, "%d,%d,%d,%d,%s,%s,%s,%.2f,%.2f,%.4f,", sh.hq, sh.hkv, sh.q_len, sh.prefix, sel.c_str(),
                          kv_format_name(fmt), kern.c_str(), us, tf, tf / peak);
-            if (kv) std::fprintf(fp, "%.2f,%.2f,%.2f,%s,%.2f\n", plan_us, attn_us, comb_us, graph ? "graph" : "eager", ms_eager * 1000.0);
-            else std::fprintf(fp, ",,,eager,%.2f\n", us);
+            if (kv) std::fprintf(fp, "%.2f,%.2f,%.2f,%s,%.2f,", plan_us, attn_us, comb_us, graph ? "graph" : "eager", ms_eager * 1000.0);
+            else std::fprintf(fp, ",,,eager,%.2f,", us);
+            if (have_energy)
+              std::fprintf(fp, "%.2f,%.2f,%.2f,%.2f,%.1f,%.2f\n", mj_all, mj_plan, mj_pa - mj_plan, mj_all - mj_pa, w_all,
+                           us_sus);
+            else std::fprintf(fp, ",,,,,\n");
           }
         }
         unsetenv("FLASHMSA_PREFILL_KERNEL");
