@@ -17,14 +17,16 @@
 // sessions 1-26 (every byte 0x22, NVFP4 scales 1.0), kept to compare with their numbers.
 // --flush 0 drops the L2 flush before each timed call (the method of sessions 1-26).
 //
-// Energy (--energy-ms, default 2000; 0: off): NVML's energy counter (bench_energy.h) over
+// Energy (--energy-ms MS, default 0: off; 2000 is a good window): NVML's energy counter (bench_energy.h) over
 // back-to-back replays of the whole call, of the plan alone and of plan + attention
 // (FLASHMSA_PREFILL_STOP_AFTER), each for about that many milliseconds: mJ per call, the
 // mean power, and the whole call's time per call in that sustained regime (us_sustained:
 // no idle time between calls, so a card at its power cap stays there). On random inputs the H200 runs at its 700 W cap, where a call's time
 // depends on the energy around it but energy adds up, so the per-stage energies (plan,
 // attention = (plan + attention) - plan, combine = call - (plan + attention)) are the
-// breakdown that differences of times no longer give.
+// breakdown that differences of times no longer give. Run it apart from the single-call
+// timings: its windows hold the card at its cap for seconds, and the timings of the next
+// case then start hot (session 27 run F: Q8KV8 474 against 448 us at the floor case).
 //
 // Selections (--selection, comma list):
 //   random  : 15 distinct uniformly random history pages per (row, KV head);
@@ -33,7 +35,7 @@
 //
 //   build-pre/bench_prefill [--cases "16/1:8192:0,16/1:8192:32768,..."] [--reps 10]
 //       [--selection random,indexer] [--kernels kv_outer,query_outer] [--csv FILE]
-//       [--data random|constant] [--flush 1|0] [--energy-ms 2000]
+//       [--data random|constant] [--flush 1|0] [--energy-ms 0|2000]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -187,7 +189,7 @@ int main(int argc, char** argv) {
   int reps = 10;
   std::string data = "random";
   int flush_on = 1;
-  double energy_ms = 2000;
+  double energy_ms = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") cases = argv[i + 1];

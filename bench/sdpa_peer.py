@@ -6,8 +6,8 @@ the way bench_prefill times the KV-outer path (one call in a CUDA graph, median 
 replays, each after a 180 MiB L2 flush; peer_timing.py), with the plain-call median as
 `eager` (also after a flush). `--flush 0` drops the flushes (the method of sessions 1-26).
 
-Sustained regime (as bench_prefill's energy columns, where NVML is available; `--energy-ms
-0` skips it): about 2 s of back-to-back calls, NVML's energy counter read right after a
+Sustained regime (`--energy-ms 2000`, as bench_prefill's energy columns, where NVML is
+available; off by default): about 2 s of back-to-back calls, NVML's energy counter read right after a
 refresh at both ends: mJ per call, mean power and the time per call with no idle time
 between calls (a card at its power cap stays there)."""
 import sys
@@ -21,7 +21,7 @@ import ctypes
 import time
 
 COLD_BYTES = 3 * 60 * 1024 * 1024  # bench_util.h kColdBytes
-ENERGY_MS = float(sys.argv[sys.argv.index("--energy-ms") + 1]) if "--energy-ms" in sys.argv else 2000.0
+ENERGY_MS = float(sys.argv[sys.argv.index("--energy-ms") + 1]) if "--energy-ms" in sys.argv else 0.0
 
 
 def nvml_energy():
