@@ -28,8 +28,12 @@ class EnergyCounter {
     energy_ = reinterpret_cast<EnergyFn>(dlsym(lib_, "nvmlDeviceGetTotalEnergyConsumption"));
     int dev = 0;
     char bus[32] = {};
-    if (init == nullptr || by_bus == nullptr || energy_ == nullptr || init() != 0 ||
-        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess ||
+    if (init == nullptr || by_bus == nullptr || energy_ == nullptr || init() != 0) {
+      energy_ = nullptr;
+      return;
+    }
+    inited_ = true;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess ||
         by_bus(bus, &device_) != 0) {
       energy_ = nullptr;
       return;
@@ -43,7 +47,7 @@ class EnergyCounter {
     if (lib_ != nullptr) {
       using ShutdownFn = int (*)();
       const auto shutdown = reinterpret_cast<ShutdownFn>(dlsym(lib_, "nvmlShutdown"));
-      if (shutdown != nullptr && energy_ != nullptr) shutdown();
+      if (shutdown != nullptr && inited_) shutdown();
       dlclose(lib_);
     }
   }
@@ -74,6 +78,7 @@ class EnergyCounter {
  private:
   using EnergyFn = int (*)(void*, unsigned long long*);
   void* lib_ = nullptr;
+  bool inited_ = false;  // nvmlInit_v2 succeeded (nvmlShutdown is owed)
   void* device_ = nullptr;
   EnergyFn energy_ = nullptr;
 };

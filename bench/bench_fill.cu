@@ -51,7 +51,7 @@ __global__ void fill_kernel(std::uint8_t* dst, long long n, FillKind kind, std::
 }  // namespace
 
 cudaError_t fill_random(void* dst, long long bytes, FillKind kind, std::uint64_t seed, cudaStream_t stream) {
-  if (dst == nullptr || bytes <= 0) return cudaErrorInvalidValue;
+  if (dst == nullptr || bytes <= 0 || (kind == FillKind::bf16_normal && bytes % 2 != 0)) return cudaErrorInvalidValue;
   const long long n = kind == FillKind::bf16_normal ? bytes / 2 : bytes;
   const int threads = 256;
   const long long want = (n + threads - 1) / threads;

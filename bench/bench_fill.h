@@ -20,7 +20,8 @@ enum class FillKind {
 
 /// Fills `bytes` bytes at device pointer `dst` on `stream` with values of `kind`, a
 /// deterministic function of `seed` and the element index. Returns the launch error
-/// (cudaErrorInvalidValue for a null pointer or a non-positive size).
+/// (cudaErrorInvalidValue for a null pointer, a non-positive size or an odd size for
+/// bf16_normal).
 cudaError_t fill_random(void* dst, long long bytes, FillKind kind, std::uint64_t seed, cudaStream_t stream = nullptr);
 
 }  // namespace flashmsa::bench

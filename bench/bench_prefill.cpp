@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -108,16 +109,17 @@ double make_topk(const Shape& sh, const std::string& selection, std::mt19937_64&
   return pairs;
 }
 
-// Median milliseconds of `reps` calls after 2 warm-ups; negative on failure.
-// eager: each call between two events on its stream, synchronised per call: the host's
-//   enqueue time (validation, tensor map, 7-9 launches) shows as GPU idle time before
-//   the short plan kernels.
-// graph: the call captured once into a CUDA graph, each replay between two events: the
-//   GPU time of the call's kernels without host launch gaps (the method of bench_decode
-//   and bench_indexer; an engine that enqueues ahead of the GPU sees this).
-// Median ms of `reps` timed calls (after 2 untimed ones). Before each, a memset of
-// `flush_bytes` at `flush` (when not null) evicts L2 and keeps the stream busy, so the
-// host has enqueued the call before the GPU reaches e0.
+// Median milliseconds of `reps` timed calls after 2 untimed ones; negative on failure.
+// eager: each call between two events on its stream, synchronised per call.
+// graph: the call captured once into a CUDA graph, each replay between two events (the
+//   method of bench_decode and bench_indexer; an engine that enqueues ahead of the GPU
+//   sees this).
+// Before each call, a memset of `flush_bytes` at `flush` (when not null) evicts L2 and
+// keeps the stream busy, so the host has enqueued the call (eager: most of its launches)
+// before the GPU reaches e0. Without it (sessions 1-26), the graph launch showed as idle
+// GPU time after e0, and eager calls also showed the host's enqueue gaps before the
+// short plan kernels. The memset leaves L2 full of dirty lines, whose write-back the
+// timed call pays (a small cost beside its 0.5 GB of partials).
 float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, bool graph,
                 void* flush, std::size_t flush_bytes) {
   a.stream = s;
@@ -163,7 +165,7 @@ bool energy_call(SparseAttentionPrefillArgs a, double ms, float call_ms, cudaEve
   const bool inst = ended && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
   if (g != nullptr) cudaGraphDestroy(g);
   if (!inst) return false;
-  const int calls = std::max(20, static_cast<int>(ms / std::max(call_ms, 1e-3f)));
+  const int calls = static_cast<int>(std::min(1e6, std::max(20.0, ms / std::max(static_cast<double>(call_ms), 1e-3))));
   bool good = true;
   for (int r = 0; r < 3 && good; ++r) good = cudaGraphLaunch(exec, s) == cudaSuccess;
   good = good && cudaStreamSynchronize(s) == cudaSuccess;
@@ -213,9 +215,10 @@ int main(int argc, char** argv) {
   }
   const bool random_data = data == "random";
   std::printf("inputs: %s values; L2 flush before each timed call: %s\n", data.c_str(), flush_on ? "yes" : "no");
-  const bench::EnergyCounter energy;
-  const bool want_energy = energy_ms > 0 && energy.ok();
-  if (energy_ms > 0 && !energy.ok()) std::printf("energy: NVML's energy counter is not available; no energy columns\n");
+  std::unique_ptr<bench::EnergyCounter> energy;  // opened only when asked for
+  if (energy_ms > 0) energy = std::make_unique<bench::EnergyCounter>();
+  const bool want_energy = energy != nullptr && energy->ok();
+  if (energy_ms > 0 && !want_energy) std::printf("energy: NVML's energy counter is not available; no energy columns\n");
   // The KV-outer path takes its workspace from the stream-ordered pool: keep what it
   // frees instead of returning it to the OS at every synchronisation.
   {
@@ -343,14 +346,14 @@ int main(int argc, char** argv) {
           // Energy per call of the whole call, the plan, plan + attention (KV-outer only).
           double mj_all = 0, mj_plan = 0, mj_pa = 0, w_all = 0, us_sus = 0, w_unused = 0, us_unused = 0;
           bool have_energy = false;
-          if (kv && want_energy) {
-            have_energy = energy_call(a, energy_ms, ms_all, e0, e1, stream, energy, &mj_all, &w_all, &us_sus);
+          if (kv && want_energy) {  // the timings above succeeded (checked before), so their ms are > 0
+            have_energy = energy_call(a, energy_ms, ms_all, e0, e1, stream, *energy, &mj_all, &w_all, &us_sus);
             setenv("FLASHMSA_PREFILL_STOP_AFTER", "plan", 1);
             have_energy = have_energy &&
-                          energy_call(a, energy_ms, ms_plan, e0, e1, stream, energy, &mj_plan, &w_unused, &us_unused);
+                          energy_call(a, energy_ms, ms_plan, e0, e1, stream, *energy, &mj_plan, &w_unused, &us_unused);
             setenv("FLASHMSA_PREFILL_STOP_AFTER", "attention", 1);
             have_energy = have_energy &&
-                          energy_call(a, energy_ms, ms_attn, e0, e1, stream, energy, &mj_pa, &w_unused, &us_unused);
+                          energy_call(a, energy_ms, ms_attn, e0, e1, stream, *energy, &mj_pa, &w_unused, &us_unused);
             unsetenv("FLASHMSA_PREFILL_STOP_AFTER");
             if (!have_energy) std::printf("energy: a measurement failed for this case\n");
           }

@@ -41,12 +41,16 @@ def nvml_energy():
     except (OSError, AttributeError):
         return None
     value = ctypes.c_ulonglong()
+    if lib.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value)) != 0:
+        return None
 
     def read_fresh():
-        lib.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value))
+        if lib.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value)) != 0:
+            return None
         v0, t0 = value.value, time.time()
         while time.time() - t0 < 2.0:
-            lib.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value))
+            if lib.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value)) != 0:
+                return None
             if value.value != v0:
                 return value.value
         return None
@@ -55,6 +59,8 @@ def nvml_energy():
 
 
 read_energy = nvml_energy() if ENERGY_MS > 0 else None
+if ENERGY_MS > 0 and read_energy is None:
+    print("energy: NVML's energy counter is not available; no sustained regime")
 flush_bytes = 0 if "--flush" in sys.argv and sys.argv[sys.argv.index("--flush") + 1] == "0" else COLD_BYTES
 flush = torch.empty(max(flush_bytes, 1), dtype=torch.uint8, device="cuda")
 cases = [(16, 1, 8192), (64, 4, 8192), (16, 1, 16384)]

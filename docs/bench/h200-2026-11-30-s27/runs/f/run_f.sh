@@ -6,9 +6,9 @@ cd "$(dirname "$0")"; export FLASHMSA_DATA_DIR=$PWD/../data; L=$OUT/logs; mkdir 
 t() { echo "[$((SECONDS-T0))s] $*"; }
 trap 'cd $OUT && tar czf results.tgz --remove-files logs *.csv 2>/dev/null' EXIT
 for pass in 1 2; do
-  timeout 200 ./bench_prefill --cases 16/1:8192:32768,16/1:8192:0,64/4:8192:0 --reps 20 --selection random --kernels kv_outer --csv $OUT/pf_$pass.csv > $L/pf_$pass.log 2>&1
+  timeout 200 ./bench_prefill --cases 16/1:8192:32768,16/1:8192:0,64/4:8192:0 --reps 20 --selection random --kernels kv_outer --energy-ms 2000 --csv $OUT/pf_$pass.csv > $L/pf_$pass.log 2>&1
   t "pf pass $pass rc=$?"
-  (cd ../bench && timeout 150 python3 sdpa_peer.py > $L/sdpa_$pass.log 2>&1); t "sdpa pass $pass rc=$?"
+  (cd ../bench && timeout 150 python3 sdpa_peer.py --energy-ms 2000 > $L/sdpa_$pass.log 2>&1); t "sdpa pass $pass rc=$?"
 done
 cut -c1-48,118-330 $L/pf_*.log | grep prefill
 cat $L/sdpa_*.log
