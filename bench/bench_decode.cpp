@@ -128,24 +128,8 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
   // Values: random by default (bench_fill.h; constant data can time optimistically).
   const std::int64_t kv_bytes = elems_side * (fmt == KvFormat::bf16 ? 2 : 1);
   const std::int64_t scale_bytes = num_pages * hkv * 128 * 8, q_bytes = static_cast<std::int64_t>(nrows) * hq * 128 * qbytes;
-  if (g_random_data) {
-    using bench::FillKind;
-    const FillKind kvk = fmt == KvFormat::bf16 ? FillKind::bf16_normal
-                         : fmt == KvFormat::fp8 ? FillKind::e4m3_normal16
-                                                : FillKind::uniform_bytes;
-    CUDA_OK(bench::fill_random(k, kv_bytes, kvk, 2));
-    CUDA_OK(bench::fill_random(v, kv_bytes, kvk, 3));
-    if (ks) CUDA_OK(bench::fill_random(ks, scale_bytes, FillKind::e4m3_block_scale, 4));
-    if (vs) CUDA_OK(bench::fill_random(vs, scale_bytes, FillKind::e4m3_block_scale, 5));
-    CUDA_OK(bench::fill_random(q, q_bytes, qbytes == 1 ? FillKind::e4m3_normal16 : FillKind::bf16_normal, 1));
-    CUDA_OK(cudaDeviceSynchronize());
-  } else {
-    CUDA_OK(cudaMemset(k, 0x22, static_cast<size_t>(kv_bytes)));
-    CUDA_OK(cudaMemset(v, 0x22, static_cast<size_t>(kv_bytes)));
-    if (ks) CUDA_OK(cudaMemset(ks, 0x38, static_cast<size_t>(scale_bytes)));
-    if (vs) CUDA_OK(cudaMemset(vs, 0x38, static_cast<size_t>(scale_bytes)));
-    CUDA_OK(cudaMemset(q, 0x22, static_cast<size_t>(q_bytes)));
-  }
+  bench::InputScales scales;
+  CUDA_OK(bench::fill_attention_inputs(g_random_data, fmt, q, q_bytes, k, v, kv_bytes, ks, vs, scale_bytes, &scales));
   CUDA_OK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(d_seq, wc.seq_lens.data(), static_cast<size_t>(B) * 4, cudaMemcpyHostToDevice));
   {
@@ -189,7 +173,7 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
     kv.k.block_scale = make_view(ks, DType::e4m3, {num_pages, hkv, 128, 8}, Device::cuda);
     kv.v.block_scale = make_view(vs, DType::e4m3, {num_pages, hkv, 128, 8}, Device::cuda);
   }
-  if (fmt == KvFormat::fp8 && g_random_data) kv.k.global_scale = kv.v.global_scale = 1.0f / 16;
+  if (fmt == KvFormat::fp8) kv.k.global_scale = kv.v.global_scale = scales.kv;
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
   DecodeRunArgs ra;
@@ -198,7 +182,7 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
   ra.topk_indices = make_view(d_topk, DType::i32, {nrows, hkv, 16}, Device::cuda);
   ra.seq_lens = make_view(d_seq, DType::i32, {B}, Device::cuda);
   ra.out = make_view(out, DType::bf16, {nrows, hq, 128}, Device::cuda);
-  ra.q_scale = pa.q_dtype == DType::e4m3 ? (g_random_data ? 1.0f / 16 : 0.05f) : 1.0f;
+  ra.q_scale = scales.q;
   ra.stream = stream;
   auto args_for = [&](int s) {
     DecodeRunArgs a = ra;

@@ -50,6 +50,37 @@ __global__ void fill_kernel(std::uint8_t* dst, long long n, FillKind kind, std::
 
 }  // namespace
 
+cudaError_t fill_attention_inputs(bool random, KvFormat fmt, void* q, long long q_bytes, void* k, void* v,
+                                  long long kv_bytes, void* ks, void* vs, long long scale_bytes, InputScales* scales) {
+  const bool e4m3_q = fmt != KvFormat::bf16;
+  *scales = InputScales{};
+  cudaError_t e = cudaSuccess;
+  auto step = [&e](cudaError_t r) {
+    if (e == cudaSuccess) e = r;
+  };
+  if (random) {
+    const FillKind kv_kind = fmt == KvFormat::bf16  ? FillKind::bf16_normal
+                             : fmt == KvFormat::fp8 ? FillKind::e4m3_normal16
+                                                    : FillKind::uniform_bytes;
+    step(fill_random(q, q_bytes, e4m3_q ? FillKind::e4m3_normal16 : FillKind::bf16_normal, 1));
+    step(fill_random(k, kv_bytes, kv_kind, 2));
+    step(fill_random(v, kv_bytes, kv_kind, 3));
+    if (ks != nullptr) step(fill_random(ks, scale_bytes, FillKind::e4m3_block_scale, 4));
+    if (vs != nullptr) step(fill_random(vs, scale_bytes, FillKind::e4m3_block_scale, 5));
+    if (e4m3_q) scales->q = 1.0f / 16;
+    if (fmt == KvFormat::fp8) scales->kv = 1.0f / 16;
+  } else {
+    step(cudaMemset(q, 0x22, static_cast<size_t>(q_bytes)));
+    step(cudaMemset(k, 0x22, static_cast<size_t>(kv_bytes)));
+    step(cudaMemset(v, 0x22, static_cast<size_t>(kv_bytes)));
+    if (ks != nullptr) step(cudaMemset(ks, 0x38, static_cast<size_t>(scale_bytes)));
+    if (vs != nullptr) step(cudaMemset(vs, 0x38, static_cast<size_t>(scale_bytes)));
+    if (e4m3_q) scales->q = 0.05f;
+  }
+  step(cudaDeviceSynchronize());
+  return e;
+}
+
 cudaError_t fill_random(void* dst, long long bytes, FillKind kind, std::uint64_t seed, cudaStream_t stream) {
   if (dst == nullptr || bytes <= 0 || (kind == FillKind::bf16_normal && bytes % 2 != 0)) return cudaErrorInvalidValue;
   const long long n = kind == FillKind::bf16_normal ? bytes / 2 : bytes;

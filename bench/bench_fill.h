@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "flashmsa/cache.h"  // KvFormat
+
 namespace flashmsa::bench {
 
 /// What fill_random writes.
@@ -23,5 +25,22 @@ enum class FillKind {
 /// (cudaErrorInvalidValue for a null pointer, a non-positive size or an odd size for
 /// bf16_normal).
 cudaError_t fill_random(void* dst, long long bytes, FillKind kind, std::uint64_t seed, cudaStream_t stream = nullptr);
+
+/// The dequantisation scales that go with fill_attention_inputs' values.
+struct InputScales {
+  float q = 1.0f;   ///< q_scale of an E4M3 query (1 for BF16)
+  float kv = 1.0f;  ///< k and v global scales of an FP8 cache (1 for BF16 and NVFP4)
+};
+
+/// Fills an attention benchmark's device inputs for KV format `fmt` and waits for it:
+/// q (`q_bytes`; BF16 for KvFormat::bf16, else E4M3), k and v (`kv_bytes` each), and for
+/// NVFP4 the block scales ks and vs (`scale_bytes` each; ignored when null).
+/// - random: q, k, v as BF16 N(0, 1) / E4M3_sat(16 N(0, 1)) / uniform NVFP4 codes, block
+///   scales uniform over 0.25 .. 0.5; scales 1/16 for E4M3 q and FP8 k, v.
+/// - constant (the inputs of sessions 1-26): every byte 0x22, block scales 1.0 (0x38);
+///   q_scale 0.05 for an E4M3 query.
+/// Returns the first CUDA error.
+cudaError_t fill_attention_inputs(bool random, KvFormat fmt, void* q, long long q_bytes, void* k, void* v,
+                                  long long kv_bytes, void* ks, void* vs, long long scale_bytes, InputScales* scales);
 
 }  // namespace flashmsa::bench

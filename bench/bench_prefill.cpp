@@ -109,6 +109,19 @@ double make_topk(const Shape& sh, const std::string& selection, std::mt19937_64&
   return pairs;
 }
 
+// One call (on a.stream) captured into an instantiated CUDA graph; null on failure.
+cudaGraphExec_t capture_call(const SparseAttentionPrefillArgs& a) {
+  const cudaStream_t s = static_cast<cudaStream_t>(a.stream);
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return nullptr;
+  const bool ok = sparse_attention_prefill(a).ok();
+  const bool ended = cudaStreamEndCapture(s, &g) == cudaSuccess;
+  const bool inst = ended && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
+  if (g != nullptr) cudaGraphDestroy(g);
+  return inst ? exec : nullptr;
+}
+
 // Median milliseconds of `reps` timed calls after 2 untimed ones; negative on failure.
 // eager: each call between two events on its stream, synchronised per call.
 // graph: the call captured once into a CUDA graph, each replay between two events (the
@@ -124,15 +137,7 @@ float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEven
                 void* flush, std::size_t flush_bytes) {
   a.stream = s;
   cudaGraphExec_t exec = nullptr;
-  if (graph) {
-    cudaGraph_t g = nullptr;
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
-    const bool ok = sparse_attention_prefill(a).ok();
-    const bool ended = cudaStreamEndCapture(s, &g) == cudaSuccess;
-    const bool inst = ended && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
-    if (g != nullptr) cudaGraphDestroy(g);
-    if (!inst) return -1;
-  }
+  if (graph && (exec = capture_call(a)) == nullptr) return -1;
   std::vector<float> ms;
   bool failed = false;
   for (int r = 0; r < reps + 2 && !failed; ++r) {
@@ -157,14 +162,8 @@ float time_call(SparseAttentionPrefillArgs a, int reps, cudaEvent_t e0, cudaEven
 bool energy_call(SparseAttentionPrefillArgs a, double ms, float call_ms, cudaEvent_t e0, cudaEvent_t e1,
                  cudaStream_t s, const bench::EnergyCounter& ec, double* mj, double* watts, double* us_call) {
   a.stream = s;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return false;
-  const bool ok = sparse_attention_prefill(a).ok();
-  const bool ended = cudaStreamEndCapture(s, &g) == cudaSuccess;
-  const bool inst = ended && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
-  if (g != nullptr) cudaGraphDestroy(g);
-  if (!inst) return false;
+  const cudaGraphExec_t exec = capture_call(a);
+  if (exec == nullptr) return false;
   const int calls = static_cast<int>(std::min(1e6, std::max(20.0, ms / std::max(static_cast<double>(call_ms), 1e-3))));
   bool good = true;
   for (int r = 0; r < 3 && good; ++r) good = cudaGraphLaunch(exec, s) == cudaSuccess;
@@ -272,25 +271,8 @@ int main(int argc, char** argv) {
         CUDA_CK(cudaMalloc(&cu, 8));
         CUDA_CK(cudaMalloc(&sl, 4));
         const std::int64_t q_bytes = static_cast<std::int64_t>(T) * sh.hq * 128 * (fp8q ? 1 : 2);
-        if (random_data) {
-          using bench::FillKind;
-          const FillKind qk = fp8q ? FillKind::e4m3_normal16 : FillKind::bf16_normal;
-          const FillKind kvk = fmt == KvFormat::bf16 ? FillKind::bf16_normal
-                               : fmt == KvFormat::fp8 ? FillKind::e4m3_normal16
-                                                      : FillKind::uniform_bytes;
-          CUDA_CK(bench::fill_random(q, q_bytes, qk, 1));
-          CUDA_CK(bench::fill_random(k, side, kvk, 2));
-          CUDA_CK(bench::fill_random(v, side, kvk, 3));
-          if (ks) CUDA_CK(bench::fill_random(ks, scale_bytes, FillKind::e4m3_block_scale, 4));
-          if (vs) CUDA_CK(bench::fill_random(vs, scale_bytes, FillKind::e4m3_block_scale, 5));
-        } else {
-          CUDA_CK(cudaMemset(q, 0x22, static_cast<size_t>(q_bytes)));
-          CUDA_CK(cudaMemset(k, 0x22, static_cast<size_t>(side)));
-          CUDA_CK(cudaMemset(v, 0x22, static_cast<size_t>(side)));
-          if (ks) CUDA_CK(cudaMemset(ks, 0x38, static_cast<size_t>(scale_bytes)));
-          if (vs) CUDA_CK(cudaMemset(vs, 0x38, static_cast<size_t>(scale_bytes)));
-        }
-        CUDA_CK(cudaDeviceSynchronize());
+        bench::InputScales scales;
+        CUDA_CK(bench::fill_attention_inputs(random_data, fmt, q, q_bytes, k, v, side, ks, vs, scale_bytes, &scales));
         CUDA_CK(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
         CUDA_CK(cudaMemcpy(bt, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
         CUDA_CK(cudaMemcpy(cu, cu_h, 8, cudaMemcpyHostToDevice));
@@ -309,8 +291,8 @@ int main(int argc, char** argv) {
         a.block_table = make_view(bt, DType::i32, {1, pages}, Device::cuda);
         a.cu_seqlens_q = make_view(cu, DType::i32, {2}, Device::cuda);
         a.seq_lens = make_view(sl, DType::i32, {1}, Device::cuda);
-        a.q_scale = fp8q ? (random_data ? 1.0f / 16 : 0.05f) : 1.0f;
-        if (fmt == KvFormat::fp8 && random_data) a.kv.k.global_scale = a.kv.v.global_scale = 1.0f / 16;
+        a.q_scale = scales.q;
+        a.kv.k.global_scale = a.kv.v.global_scale = scales.kv;
         a.out = make_view(out, DType::bf16, {T, sh.hq, 128}, Device::cuda);
         const double peak = fp8q ? 1487.0 : 807.0;
         for (const std::string& kern : split(kernels)) {
