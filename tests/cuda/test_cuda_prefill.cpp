@@ -1,9 +1,9 @@
 // GPU sparse_attention_prefill against the CPU backend (policy D8), outputs poisoned with
 // NaN before each run. Varlen batches with prefix 0, prefixes ending mid-page, q_len 1,
 // every format, head split, LSE on/off, head-major top-k views, junk top-k entries
-// (duplicates, -1, future and out-of-range pages, local-first order), partial last pages
-// whose unused token slots hold NaN bytes, random batches of 1..8 requests, bitwise
-// determinism, CUDA-graph capture. The default kernel is the KV-outer one;
+// (duplicates, -1, future and out-of-range pages, local-first order, queries without their
+// own page), partial last pages whose unused token slots hold NaN bytes, random batches of
+// 1..8 requests, bitwise determinism, CUDA-graph capture. The default kernel is the KV-outer one;
 // QueryOuterStillMatches runs the v1 query-outer kernel (FLASHMSA_PREFILL_KERNEL=
 // query_outer) on a mixed batch.
 // Skips without a CUDA device; run on the H200 with build/test_cuda_prefill.
@@ -44,6 +44,7 @@ struct Case {
   bool q_head_major = false;  // GPU q stored [Hq, T, 128], passed as a [T, Hq, 128] view
   int topk_k = 16;           // K of the top-k tensor [T, Hkv, K]
   int min_width = 1;         // block-table columns at least (extra ones map a spare page)
+  int drop_own = 0;          // > 0: query j of each request with j % drop_own == 0 omits its own page
   std::uint64_t seed = 1;
 };
 
@@ -182,7 +183,7 @@ Inputs make_inputs(const Case& c) {
         const int nh = std::min(local, K - 1);
         for (int k = 0; k < K; ++k) e[k] = -1;
         for (int k = 0; k < nh; ++k) e[k] = hist[static_cast<std::size_t>(k)];
-        e[nh] = local;
+        e[nh] = c.drop_own > 0 && j % c.drop_own == 0 ? -1 : local;
         if (c.local_first) std::rotate(e, e + nh, e + nh + 1);
         if (c.messy) {
           if (nh + 1 < K) e[nh + 1] = local + 1;   // future page: ignored
@@ -479,6 +480,32 @@ TEST(CudaPrefill, TailUnitsAndSingleScan) {
   w.format = KvFormat::fp8;
   w.seed = 70;
   check_case(w, "single-kernel scan: 8 KV heads x 22 requests x 24 columns");
+}
+
+// Queries whose top-k lacks their own page (the page of their position, where the causal
+// mask bites; the indexer always selects it, but the op takes any top-k, D1): every third
+// query of each request omits it, so its own page's keys are not attended, and with
+// prefix 0 the first page's such queries have no valid slot at all (0 and -inf, D5).
+// Chunks that start mid-page (prefix 1000, 127) and q_len 1, at G = 16, 8 and 1. (An
+// unmapped page is not a valid input: the op's validation rejects a block-table entry
+// outside [0, num_pages).)
+TEST(CudaPrefill, MissingOwnPage) {
+  REQUIRE_GPU();
+  const int heads[][2] = {{16, 1}, {8, 1}, {8, 8}};
+  std::uint64_t seed = 90;
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4})
+    for (auto& h : heads) {
+      Case c;
+      c.reqs = {{300, 0}, {1, 0}, {140, 1000}, {5, 127}, {64, 256}};
+      c.format = f;
+      c.hq = h[0];
+      c.hkv = h[1];
+      c.drop_own = 3;
+      c.local_first = seed % 2 == 0;
+      c.seed = seed++;
+      check_case(c, std::string("missing own page: ") + kv_format_name(f) + " " + std::to_string(h[0]) + "/" +
+                        std::to_string(h[1]));
+    }
 }
 
 // No host synchronisation and a stream-ordered workspace: the call captures into a CUDA
