@@ -28,6 +28,19 @@ namespace {
 #endif
 constexpr int kCombineRows = FLASHMSA_COMBINE_ROWS;
 static_assert(kCombineRows >= 1 && 16 * kCombineRows <= 1024, "combine CTA: 16 threads per row, <= 1024 threads");
+// The partials are read once, so they bypass L1: the non-coherent path without L1
+// allocation (the attention kernel that wrote them has completed before the combine's
+// pdl_wait returns). H200, session 29 runs E-G (docs/bench/h200-2026-11-30-s29): the
+// combine 2-3 us shorter at (16/1, 8192, 32768) and (16/1, 8192, 0) in every pass; the
+// larger shapes within their pass-to-pass spread. Reading the (m c, l) pairs through the
+// non-coherent path too, or storing the output with st.global.cs, gained nothing more.
+__device__ __forceinline__ uint4 ldg_stream(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
 __global__ void __launch_bounds__(16 * kCombineRows) prefill_combine(const PrefillParams p, const Workspace w, float lse_bias) {
   sm90::pdl_wait();  // a programmatic dependent of the attention kernel: everything below reads its partials
   const long long idx = static_cast<long long>(blockIdx.x) * kCombineRows + (threadIdx.x >> 4);
@@ -47,7 +60,7 @@ __global__ void __launch_bounds__(16 * kCombineRows) prefill_combine(const Prefi
     const bool on = (mask >> k) & 1u;
     const long long row = qbase + static_cast<long long>(k) * p.num_q_heads;
     ml[k] = on ? *reinterpret_cast<const float2*>(w.ml_part + 2 * row) : make_float2(-INFINITY, 0.0f);
-    ov[k] = on ? *reinterpret_cast<const uint4*>(w.o_part + row * 128 + d0) : make_uint4(0, 0, 0, 0);
+    ov[k] = on ? ldg_stream(w.o_part + row * 128 + d0) : make_uint4(0, 0, 0, 0);
   }
   // A slot counts when its normaliser is not 0 (NaN counts, so NaN inputs propagate).
   bool any = false;

@@ -1,0 +1,37 @@
+#!/bin/bash
+# s29 run H (closing): the final tree (HEAD e26d05f + the combine's streaming partial loads).
+# Correctness: test_cuda_prefill, memcheck and racecheck on small cases, flashmsa run --device cuda
+# --check on prefill workload cases. Timing: final vs base (e26d05f), 3 interleaved passes; the SDPA peer.
+cd "$(dirname "$0")"; export FLASHMSA_DATA_DIR=$PWD/../data; L=$OUT/logs; mkdir -p $L; T0=$SECONDS
+t() { echo "[$((SECONDS-T0))s] $*"; }
+trap 'cd $OUT && tar czf results.tgz --remove-files logs *.csv *.json 2>/dev/null' EXIT
+timeout 200 ./test_cuda_prefill > $L/tp.log 2>&1; t "test_cuda_prefill rc=$? $(grep -E '^\[  (PASSED|FAILED)' $L/tp.log | tr '\n' ' ')"
+timeout 150 compute-sanitizer --tool memcheck ./test_cuda_prefill --gtest_filter='*MissingOwnPage*:*GraphCapture*' > $L/memcheck.log 2>&1; t "memcheck rc=$? $(grep -E 'ERROR SUMMARY' $L/memcheck.log | tr '\n' ' ')"
+timeout 200 compute-sanitizer --tool racecheck ./test_cuda_prefill --gtest_filter='*MissingOwnPage*' > $L/racecheck.log 2>&1; t "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY' $L/racecheck.log | tr '\n' ' ')"
+timeout 200 ./flashmsa run --device cuda --workload prefill --cases 8 --kv-dtype nvfp4 --check --json $OUT/run_prefill_nvfp4.json > $L/run_prefill_nvfp4.log 2>&1; t "flashmsa run prefill nvfp4 rc=$? $(tail -2 $L/run_prefill_nvfp4.log | tr '\n' ' ')"
+C=16/1:8192:32768,16/1:8192:0,64/4:8192:32768,16/1:16384:114688
+V="base final"
+for pass in 1 2 3; do
+  for v in $V; do
+    b=./bench_prefill_$v; [ $v = base ] && b=./bench_prefill
+    timeout 120 $b --cases $C --reps 20 --selection random --kernels kv_outer --csv $OUT/pf_${v}_$pass.csv > $L/pf_${v}_$pass.log 2>&1
+  done
+done
+t "bench"
+(cd ../bench && timeout 120 python3 sdpa_peer.py > $L/sdpa.log 2>&1); t "sdpa rc=$? $(head -3 $L/sdpa.log | tr '\n' ' ')"
+V="$V" C="$C" python3 - <<'PY'
+import csv,os,statistics as st
+O=os.environ['OUT']; V=os.environ['V'].split()
+for case in os.environ['C'].split(','):
+  for fmt in ('bf16','fp8','nvfp4'):
+    out=[]
+    for v in V:
+      x=[]
+      for i in (1,2,3):
+        try:
+          for r in csv.DictReader(open(f"{O}/pf_{v}_{i}.csv")):
+            if f"{r['hq']}/{r['hkv']}:{r['q_len']}:{r['prefix']}"==case and r['format']==fmt: x.append([float(r[k]) for k in ('us','plan_us','attention_us','combine_us')])
+        except Exception: pass
+      if x: out.append(f"{v} {st.median(a[0] for a in x):.1f} ({st.median(a[1] for a in x):.1f}/{st.median(a[2] for a in x):.0f}/{st.median(a[3] for a in x):.0f}) [{' '.join(f'{a[0]:.1f}' for a in x)}]")
+    print(case, fmt, ' | '.join(out))
+PY
