@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     // (prefetch distance S - 2: page i+2 goes into the stage of page i-2; S - 1 would also
     // overwrite the validity bit of page i-1, stage_ok, before its block 1 epilogue in
     // step i); issue block 0 on page i; epilogue of block 1 of page i-1 (retired at the
-    // end of step i-1; ptxas still injects a wait for block 0 there, C7517); issue block
+    // end of step i-1; from a copy on the copied-pages path, see kPrev); issue block
     // 1; block 0 retired -> its epilogue under block 1; block 1 retired. H200 (2048, 1M, 4 heads, BF16): 4388 /
     // 4473 us against 4937 / 4839 us with both blocks issued and retired together (the
     // epilogue then ran with the tensor cores idle, a third of the loop: ncu session 17
@@ -470,10 +470,25 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     // 2 mb + 1 of the quad store it (st_row, st_lim: see above).
     // No branch around the accumulator reads (only the store is conditional): a read in
     // a divergent path makes ptxas serialise the wgmmas (C7518).
+    // Block 1's scores of page i-1, copied out of its accumulators (one mov each) after
+    // step i-1's last wait, on the copied-pages path: epi(i-1, 1) then reads registers no
+    // wgmma defined, and ptxas no longer injects a warpgroup.wait for block 0 of page i
+    // there (C7517). H200, session 29 run I/J (docs/bench/h200-2026-11-30-s29): (2048, 1M)
+    // BF16 and pre-converted E4M3 1-2 % faster. On the widening path the copies cost more
+    // than the overlap gained (E4M3, 1 head: 1.3 % slower), so it keeps the injected wait.
+    constexpr bool kPrev = kLoad == kCopy;
+    float prev[kPrev ? 64 : 1];
+#pragma unroll
+    for (int k = 0; k < (kPrev ? 64 : 1); ++k) prev[k] = 0.0f;  // read (not stored) by step 0's epi(-1, 1)
     auto epi = [&](int j, int mb) {
       g::fence_operands(acc[mb]);
       float m0, m1;
-      quad_row_max(acc[mb], m0, m1);
+      if constexpr (kPrev) {
+        if (mb == 1) quad_row_max(prev, m0, m1);
+        else quad_row_max(acc[0], m0, m1);
+      } else {
+        quad_row_max(acc[mb], m0, m1);
+      }
       if (wg_active && ((l & 3) >> 1) == mb && j >= 0 && b_begin + j < st_lim) {
         const bool ok = ((stage_ok >> (kLoad == kCopy ? j % S : j & 7)) & 1u) != 0;
         st_row[b_begin + j] = ok ? ((l & 1) ? m1 : m0) * kscale : nan_f();
@@ -495,6 +510,9 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
         g::wait<1>();  // block 0 of page i
         epi(i, 0);     // under block 1 of page i
         g::wait<0>();
+        g::fence_operands(acc[1]);
+#pragma unroll
+        for (int k = 0; k < 64; ++k) asm volatile("mov.b32 %0, %1;" : "=f"(prev[k]) : "f"(acc[1][k]));
       }
     } else {
       // E4M3 pages widened in shared memory: raw pages stream into a ring of kRS slots
