@@ -65,6 +65,9 @@ inline int cli_main(int argc, const char* const* argv, std::ostream& out, std::o
   run->add_flag("--no-check", check_off, "skip the check (also for the default selection)");
   run->add_option("--check-rows", req.check_rows, "query rows per case the check samples (all heads each)")
       ->capture_default_str();
+  run->add_option("--warmup", req.warmup,
+                  "--device cuda: untimed calls of each stage before the timed one (0..100; 0 times the first call)")
+      ->capture_default_str();
   run->add_option("--json", req.json_path, "also write a JSON report (docs/run-report.schema.json)");
   run->add_option("--threads", req.threads, "CPU threads (0 = FLASHMSA_NUM_THREADS or all cores)")
       ->capture_default_str();

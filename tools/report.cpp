@@ -198,6 +198,7 @@ json report_to_json(const RunReport& rep, const BuildInfo& b, const std::string&
                   {"seed", o.seed},
                   {"check", o.check},
                   {"check_rows", o.check_rows},
+                  {"warmup", o.warmup},
                   {"threads", o.threads},
                   {"max_memory_gb", o.max_memory_gb},
                   {"data_dir", o.data_dir},

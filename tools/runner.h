@@ -31,6 +31,7 @@ struct RunRequest {
   int threads = 0;                    ///< --threads N (0 = all cores)
   double max_memory_gb = 8.0;         ///< --max-memory-gb
   int check_rows = 8;                 ///< --check-rows
+  int warmup = 1;                     ///< --warmup N
   std::string data_dir;               ///< --data-dir ("" = env / built-in)
 };
 
@@ -49,6 +50,10 @@ struct RunOptions {
   int threads = 0;                    ///< 0 = FLASHMSA_NUM_THREADS or all cores
   double max_memory_gb = 8.0;
   int check_rows = 8;
+  /// --device cuda: untimed calls of each GPU stage before its timed call (lazy module
+  /// loading, first-use attributes and workspace-pool growth stay out of the times);
+  /// outputs are poisoned again and the caches restored before the timed call.
+  int warmup = 1;
   std::string json_path;
   /// Testing only (not a CLI option): corrupt the results before the check to prove it
   /// can fail. "" (none), "out" (one output element of row 0 + 0.25), "lse" (LSE of the

@@ -1819,15 +1819,27 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   const bool dec_mma = decode_mma_applies(p, decode, mode);
   const bool fp8 = p.q_e4m3 && p.k_format != 0 && mode != Fp8Qk::kExact;
   const bool split = mode == Fp8Qk::kE4m3Split;
+  // Prefill over a BF16 or E4M3 index-K (BF16 images, pre-converted or widened in shared
+  // memory): 256-row tiles (kWideRows).
+  const bool wide = !decode && !fp8 && (p.k_format == 0 || p.k_format == 1) && wide_tiles_enabled();
+  const int tile_rows = wide ? kWideRows : kTileRows;
+  const int R = decode ? p.queries_per_request : tile_rows / p.heads;
+  const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode, tile_rows);
   // Prefill over an E4M3 index-K, scored exactly: the pages' BF16 images once
   // (preconvert_kernel), then the BF16 copy kernel, when the copy is at most
   // kPreconvertMaxBytes and the call owns its workspace (a caller's workspace means
-  // no allocation). Only with 2 or more index heads: H200 run N (session 17) at
-  // (2048, 1M), 4 heads 6651 -> 5881 us, 1 head 1834 -> 1848 us (no gain).
+  // no allocation), with 2 or more index heads, or with 1 where a request has 4 or more
+  // tiles on average (each page would be widened that many times in the tile CTAs).
+  // H200: run N (session 17, 128-row tiles) at (2048, 1M), 4 heads 6651 -> 5881 us, 1
+  // head 1834 -> 1848 us; session 29 run K (wide tiles), 1 head 1380 -> 1243 us at
+  // (2048, 1M, 8 tiles), 42.9 -> 45.2 us at (128, 32768, 1 tile). From run K: widening
+  // costs about 4.2 ns per page and tile, the copy about 17 ns per page, so the copy pays
+  // from about 4 tiles.
   const long long slots = static_cast<long long>(p.batch) * W;
   const std::size_t pre_bytes = static_cast<std::size_t>(slots) * (kPage * 256 + 4);
-  bool pre = !decode && !fp8 && p.k_format == 1 && p.heads >= 2 && W > 0 && p.batch > 0 &&
-             workspace == nullptr && preconvert_enabled();
+  const bool many_tiles = !decode && (p.num_rows + R - 1) / R >= 4LL * p.batch;  // 4+ tiles per request on average
+  bool pre = !decode && !fp8 && p.k_format == 1 && (p.heads >= 2 || many_tiles) && W > 0 &&
+             p.batch > 0 && workspace == nullptr && preconvert_enabled();
   if (pre && pre_bytes > kPreconvertMaxBytes) {
     static std::atomic<bool> logged{false};
     if (!logged.exchange(true)) {
@@ -1843,12 +1855,6 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     (void)cudaGetLastError();
     pre = false;
   }
-  // Prefill over a BF16 or E4M3 index-K (BF16 images, pre-converted or widened in shared
-  // memory): 256-row tiles (kWideRows).
-  const bool wide = !decode && !fp8 && (p.k_format == 0 || p.k_format == 1) && wide_tiles_enabled();
-  const int tile_rows = wide ? kWideRows : kTileRows;
-  const int R = decode ? p.queries_per_request : tile_rows / p.heads;
-  const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode, tile_rows);
 
   if (W > 0 && tiles > 0) {
     if (!decode) tile_map_kernel<<<1, kMapThreads, 0, stream>>>(p, map, tiles, R);
