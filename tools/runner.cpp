@@ -781,6 +781,7 @@ Status run_stages_cuda(CaseState& s, const RunOptions& o, const StageViews& hv, 
   if (o.warmup > 0) {
     FLASHMSA_RETURN_IF_ERROR(warm_up([&] { return insert_stage(dv, o, q_scale); }));
     FLASHMSA_RETURN_IF_ERROR(d.upload_caches(s));  // the caches as set up again (untimed)
+    dv = d.views(s, o);
   }
   FLASHMSA_RETURN_IF_ERROR(d.q8.fill_bytes(0xff));
   FLASHMSA_RETURN_IF_ERROR(d.iq8.fill_bytes(0xff));

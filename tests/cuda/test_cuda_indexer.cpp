@@ -618,6 +618,18 @@ TEST(CudaIndexer, PrefillVarlen) {
       }
 }
 
+// One index head over an E4M3 index-K with 4 or more 256-row tiles per request on
+// average: the pre-converted BF16 copy path (session 29's rule), both index-q types.
+TEST(CudaIndexer, PrefillOneHeadPreconverted) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 420;
+  for (DType qd : kQTypes) {
+    Case c = prefill_case({1100, 1030}, {5000, 300}, 1, KvFormat::fp8, qd);
+    c.seed = seed++;
+    run_case(c);
+  }
+}
+
 // The launchers' workspaces come from FlashMSA's private pool (workspace_pool.h), which
 // keeps its memory between calls; release_cached_workspace() returns it, and the next
 // call allocates again and gives the same results.

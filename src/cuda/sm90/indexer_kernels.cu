@@ -1834,11 +1834,13 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   // head 1834 -> 1848 us; session 29 run K (wide tiles), 1 head 1380 -> 1243 us at
   // (2048, 1M, 8 tiles), 42.9 -> 45.2 us at (128, 32768, 1 tile). From run K: widening
   // costs about 4.2 ns per page and tile, the copy about 17 ns per page, so the copy pays
-  // from about 4 tiles.
+  // from about 4 tiles (of the 256-row tiles: with FLASHMSA_INDEXER_WIDE=0, 1 head keeps
+  // the widening path, as session 17 measured no gain there). The copy takes up to
+  // kPreconvertMaxBytes of workspace (256 MB at a 1M-token context).
   const long long slots = static_cast<long long>(p.batch) * W;
   const std::size_t pre_bytes = static_cast<std::size_t>(slots) * (kPage * 256 + 4);
   const bool many_tiles = !decode && (p.num_rows + R - 1) / R >= 4LL * p.batch;  // 4+ tiles per request on average
-  bool pre = !decode && !fp8 && p.k_format == 1 && (p.heads >= 2 || many_tiles) && W > 0 &&
+  bool pre = !decode && !fp8 && p.k_format == 1 && (p.heads >= 2 || (wide && many_tiles)) && W > 0 &&
              p.batch > 0 && workspace == nullptr && preconvert_enabled();
   if (pre && pre_bytes > kPreconvertMaxBytes) {
     static std::atomic<bool> logged{false};
