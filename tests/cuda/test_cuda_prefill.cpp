@@ -482,6 +482,49 @@ TEST(CudaPrefill, TailUnitsAndSingleScan) {
   check_case(w, "single-kernel scan: 8 KV heads x 22 requests x 24 columns");
 }
 
+// The two plan paths (prefill_plan.cu) on plans small enough for bucketed lists
+// (plan_count_bucketed + plan_units_bucketed, the default there; FLASHMSA_PLAN_BUCKETS=2
+// makes the call fail where they would not run) and forced onto the CSR list
+// (FLASHMSA_PLAN_BUCKETS=0: plan_count, plan_units, plan_fill): both match the CPU, and
+// bitwise each other (which unit or tile holds a (query, page) does not change its
+// partial). Shapes: one KV head; four KV heads with messy top-k (order classes of several
+// heads); 8 KV heads at group size 1 with K = 5.
+TEST(CudaPrefill, BucketedPlanMatchesCsrPlan) {
+  REQUIRE_GPU();
+  struct EnvGuard {  // unset even when a check bails out of the test early
+    ~EnvGuard() { ::unsetenv("FLASHMSA_PLAN_BUCKETS"); }
+  } guard;
+  std::vector<Case> cases(3);
+  cases[0].reqs = {{1024, 2048}};
+  cases[0].hq = 16;
+  cases[0].hkv = 1;
+  cases[0].format = KvFormat::fp8;
+  cases[1].reqs = {{300, 1000}, {77, 0}, {1, 130}};
+  cases[1].format = KvFormat::nvfp4;
+  cases[1].messy = true;
+  cases[2].reqs = {{200, 100}, {5, 0}};
+  cases[2].hq = 8;
+  cases[2].hkv = 8;
+  cases[2].topk_k = 5;
+  std::uint64_t seed = 120;
+  for (Case& c : cases) {
+    c.seed = seed++;
+    const std::string what = std::string(kv_format_name(c.format)) + " " + std::to_string(c.hq) + "/" +
+                             std::to_string(c.hkv) + ", T " + std::to_string(c.reqs[0].q_len);
+    const Inputs in = make_inputs(c);
+    ::setenv("FLASHMSA_PLAN_BUCKETS", "2", 1);
+    const Result a = run_gpu(c, in);
+    ::setenv("FLASHMSA_PLAN_BUCKETS", "0", 1);
+    const Result b = run_gpu(c, in);
+    ::unsetenv("FLASHMSA_PLAN_BUCKETS");
+    const Result ref = run_cpu(c, in);
+    expect_close(a, ref, c.format != KvFormat::bf16, "bucketed: " + what);
+    expect_close(b, ref, c.format != KvFormat::bf16, "CSR: " + what);
+    EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0) << what;
+    EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0) << what;
+  }
+}
+
 // Queries whose top-k lacks their own page (the page of their position, where the causal
 // mask bites; the indexer always selects it, but the op takes any top-k, D1): every third
 // query of each request omits it, so its own page's keys are not attended, and with

@@ -420,17 +420,32 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 2 * S::kNQ; ++i) cutlass::arch::ClusterTransactionBarrier::init(s_qbar + i, 64 / G);
     cutlass::arch::fence_barrier_init();
   }
-  // A programmatic dependent of plan_fill (run_attention): nothing in global memory is
+  __syncthreads();  // the barriers are initialised before any thread arrives (issue_q_tile)
+#ifdef FLASHMSA_TIMELINE
+  const std::uint64_t t_start = tl::now();
+#endif
+  // A programmatic dependent of the last plan kernel (run_attention): nothing in global memory is
   // touched before this wait. No early trigger for the combine: its CTAs, resident and
   // waiting on the SMs that finished first, made it 15 us slower at (16/1, 8192, 32768)
   // (H200, session 16, run A); it launches as the kernel's CTAs exit.
   sm90::pdl_wait();
+  // The unit count and this CTA's first unit are loaded together, by every thread (one
+  // broadcast per warp; within the capacity, whatever the count), not the descriptor
+  // after the count and through shared memory and a CTA barrier: one dependent round
+  // trip fewer before the first page copy. Thread 0 keeps it for the loop (s_units[0],
+  // read after the loop's first barrier).
+#ifdef FLASHMSA_TIMELINE
+  if (tid == 0) {
+    tl::put_min(w.tl, tl::kAttnStart, t_start);
+    tl::put_max(w.tl, tl::kAttnWait, tl::now());
+  }
+#endif
+  UnitDesc first{};
+  if (static_cast<int>(blockIdx.x) < w.ucap) first = w.units[blockIdx.x];
   if (static_cast<int>(blockIdx.x) >= w.unit_ptr[num_csr_rows(p)]) return;
-  if (tid == 0) s_units[0] = w.units[blockIdx.x];
-  __syncthreads();
+  if (tid == 0) s_units[0] = first;
   int n0 = 0, pb = 0;  // position of the unit's tile 0; page buffer of the unit
   {
-    const UnitDesc& first = s_units[0];
     const at::PageSrc src = page_src<FMT>(p, first);
     at::issue_page_copy<FMT, QK16, kThreads>(src, page_buf(0), first.valid, tid);
     at::cp_async_commit();
@@ -478,6 +493,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // keys masked: P = 0, l = 0) and s_row -1 (nothing stored).
     wait_q(wg, n0);
     issue_qk(n0, k_addr);
+#ifdef FLASHMSA_TIMELINE
+    if (k == 0 && tid == 0) tl::put_max(w.tl, tl::kAttnFirstMma, tl::now());
+#endif
     if (cur.ntiles > 1)
       issue_q_tile<FMT, QK16>(q_map, entry, G, q_buf(n0 + 1), ent_of(n0 + 1), lim_of(n0 + 1),
                               qbar(wg, n0 + 1), tid);
@@ -572,6 +590,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   at::cp_async_wait<0>();
   bulk_wait_read();  // the shared memory outlives the TMA stores' reads
+#ifdef FLASHMSA_TIMELINE
+  if (tid == 0) {
+    const std::uint64_t t = tl::now();
+    tl::put_min(w.tl, tl::kAttnEndMin, t);
+    tl::put_max(w.tl, tl::kAttnEnd, t);
+    if (blockIdx.x < tl::kRecord - tl::kCtaEnds) tl::put(w.tl, tl::kCtaEnds + blockIdx.x, t);
+  }
+#endif
 }
 
 // The q tensor map of the attention kernel's TMA gather: q as [T, Hq, 128] (byte strides

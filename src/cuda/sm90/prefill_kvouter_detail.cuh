@@ -11,6 +11,7 @@
 #include "cuda/sm90/attn_tile.cuh"
 #include "cuda/sm90/decode_attention.h"
 #include "cuda/sm90/prefill_kvouter.h"
+#include "cuda/sm90/prefill_timeline.cuh"
 
 namespace flashmsa::cuda::prefill {
 
@@ -97,6 +98,9 @@ struct Workspace {
   int tpu = kTilesPerUnit;          // M-tiles per work unit (tiles_per_unit: by shape, or the env override)
   int tail = 0;                     // M-tiles split off the remainder unit of rows >= tail_row0 (tail_split)
   long long tail_row0 = 0;          // the first CSR row that splits (rows are KV-head major)
+  int ucap = 0;                     // unit capacity: entries of units, unit_key and units_by_row
+  int bucket = 0;                   // > 0 (= T): bucketed list, row r's entries at [r bucket, r bucket + n_r)
+                                    // (plan_buckets); 0: CSR list
   int* counts = nullptr;            // [N, nsub] entries per row and sub-counter (zeroed; plan_count adds)
   int* sched = nullptr;             // = counts + N nsub: the attention kernel's unit counter (zeroed)
   int* sub_ptr = nullptr;           // [N, nsub] first list position of each sub-range
@@ -118,6 +122,7 @@ struct Workspace {
                                      // moves them into `units` in dispatch order: largest first)
   int* slot_rank = nullptr;         // [T * Hkv * 16] per plan thread (query, KV head, slot): the slot's
                                     // rank in its (row, sub-counter), or -1 (plan_count; plan_fill reads)
+  unsigned long long* tl = nullptr;  // the timeline (prefill_timeline.cuh; FLASHMSA_TIMELINE builds only)
   std::int64_t bytes = 0;
 };
 
@@ -254,11 +259,30 @@ inline int plan_sub_counters(std::int64_t N, std::int64_t entries) {
   return hot || warm ? kSub : 8;
 }
 
+// Bucketed lists (Workspace::bucket; plan_count_bucketed and plan_units_bucketed in
+// prefill_plan.cu): row r's entries at [r T, r T + n_r) of the list, which then takes N x
+// T x 16 bytes instead of Hkv x T x K x 16. Used where the rows fit the count kernel's
+// shared memory (kBucketMaxRows), the list stays at most an eighth of the partials' bytes
+// (N <= 2 K Hq: (16/1, 8192, 32768) has N = 320 and 42 MB against 537 MB), the list
+// indices fit 31 bits, and there is no F16 query copy (which plan_fill writes).
+// FLASHMSA_PLAN_BUCKETS (read at every call; test hooks): 0 = never; 2 = required
+// (launch_plan fails with cudaErrorNotSupported where the rule says no); unset or 1 = by
+// the rule.
+constexpr std::int64_t kBucketMaxRows = 2048;
+inline int plan_buckets_env() { return env_whole("FLASHMSA_PLAN_BUCKETS", 0, 2); }
+inline bool plan_buckets(const PrefillParams& p) {
+  const std::int64_t N = num_csr_rows(p), T = p.num_rows;
+  return plan_buckets_env() != 0 && N <= kBucketMaxRows && N <= 2LL * p.topk_k * p.num_q_heads &&
+         N * T < (1LL << 31) && !uses_q16(p);
+}
+
 inline Workspace carve(const PrefillParams& p, void* base) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows, K = p.topk_k;
   Workspace w;
   const std::int64_t entries = static_cast<std::int64_t>(p.num_kv_heads) * T * K;
-  w.nsub = plan_sub_counters(N, entries);
+  const bool bucketed = plan_buckets(p);
+  w.bucket = bucketed ? static_cast<int>(T) : 0;
+  w.nsub = bucketed ? 1 : plan_sub_counters(N, entries);
   w.tpu = tiles_per_unit(p);
   tail_split(p, w.tpu, &w);
   const std::int64_t S = w.nsub;
@@ -268,15 +292,15 @@ inline Workspace carve(const PrefillParams& p, void* base) {
                                  (N + 1) * 4,
                                  (N + kScanRows - 1) / kScanRows * 8,
                                  ucap * static_cast<std::int64_t>(sizeof(UnitDesc)),
-                                 p.num_kv_heads * T * K * 16,
+                                 bucketed ? N * T * 16 : p.num_kv_heads * T * K * 16,
                                  T * p.num_kv_heads * 4,
                                  K * T * p.num_q_heads * 128 * 2,
                                  K * T * p.num_q_heads * 8,
-                                 N * S * 4,
+                                 bucketed ? 0 : N * S * 4,
                                  uses_q16(p) ? T * p.num_q_heads * 128 * 2 : 0,
-                                 ucap * 8,
-                                 ucap * static_cast<std::int64_t>(sizeof(UnitDesc)),
-                                 static_cast<std::int64_t>(p.num_kv_heads) * T * 16 * 4};
+                                 bucketed ? 0 : ucap * 8,
+                                 bucketed ? 0 : ucap * static_cast<std::int64_t>(sizeof(UnitDesc)),
+                                 bucketed ? 0 : static_cast<std::int64_t>(p.num_kv_heads) * T * 16 * 4};
   std::int64_t off = 0;
   char* b = static_cast<char*>(base);
   void* ptrs[14];
@@ -290,6 +314,7 @@ inline Workspace carve(const PrefillParams& p, void* base) {
   w.unit_ptr = static_cast<int*>(ptrs[2]);
   w.block_sums = static_cast<int2*>(ptrs[3]);
   w.units = static_cast<UnitDesc*>(ptrs[4]);
+  w.ucap = static_cast<int>(ucap);
   w.list = static_cast<int4*>(ptrs[5]);
   w.vmask = static_cast<unsigned*>(ptrs[6]);
   w.o_part = static_cast<std::uint16_t*>(ptrs[7]);
@@ -312,13 +337,15 @@ inline int prefill_pdl() {
   return mode >= 0 ? mode : 3;
 }
 
-// The plan (prefill_plan.cu): plan_zero, plan_count, the row scans (none where
-// fuses_scan), plan_units, plan_fill on `stream`, each a programmatic dependent of the
-// one before.
+// The plan (prefill_plan.cu) on `stream`, each kernel a programmatic dependent of the
+// one before: plan_zero, then plan_count_bucketed and plan_units_bucketed where
+// Workspace::bucket > 0, else plan_count, the row scans (none where fuses_scan),
+// plan_units and plan_fill.
 bool fuses_scan(const PrefillParams& p, const Workspace& w);
 cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t stream);
 // The attention kernel (prefill_attention.cu) for kv_format 0 (BF16), 1 (FP8) or 2
-// (NVFP4), a programmatic dependent of plan_fill unless FLASHMSA_PREFILL_PDL says otherwise.
+// (NVFP4), a programmatic dependent of the last plan kernel unless FLASHMSA_PREFILL_PDL says
+// otherwise.
 cudaError_t launch_attention(const PrefillParams& p, const Workspace& w, int kv_format, cudaStream_t stream);
 
 }  // namespace flashmsa::cuda::prefill

@@ -2,7 +2,10 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "cuda/sm90/pdl.cuh"
 #include "cuda/sm90/prefill_kvouter_detail.cuh"
@@ -13,8 +16,10 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Plan.
 //
-// Kernels in stream order: plan_zero, plan_count, the row scans (none for small plans:
-// fuses_scan), plan_units, plan_fill, then the attention kernel and the combine. All but plan_zero are programmatic
+// Kernels in stream order: plan_zero, then either plan_count_bucketed and
+// plan_units_bucketed (bucketed lists: Workspace::bucket, small plans) or plan_count, the
+// row scans (none for small plans: fuses_scan), plan_units and plan_fill; then the
+// attention kernel and the combine. All but plan_zero are programmatic
 // dependents of their predecessor (pdl.cuh; the attention kernel and the combine unless
 // FLASHMSA_PREFILL_PDL says otherwise): each plan kernel triggers its dependent at its
 // start (the scans after their wait; the attention kernel not at all: see there), and
@@ -38,8 +43,9 @@ namespace {
 // order classes' unit counts (size_count), contiguous in the workspace. A kernel
 // rather than a memset node, so plan_count can be its programmatic dependent.
 constexpr int kZeroMaxBlocks = 2048;
-__global__ void __launch_bounds__(kPlanThreads) plan_zero(int* counts, long long n) {
+__global__ void __launch_bounds__(kPlanThreads) plan_zero(int* counts, long long n, unsigned long long* tl) {
   sm90::pdl_launch_dependents();
+  if (blockIdx.x == 0 && threadIdx.x == 0) tl::open(tl, tl::now());
   for (long long x = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x; x < n;
        x += static_cast<long long>(gridDim.x) * kPlanThreads)
     counts[x] = 0;
@@ -101,6 +107,7 @@ __device__ __forceinline__ void widen_q_chunk(const PrefillParams& p, std::uint1
 // returns early (__match_any_sync, __ballot_sync, __shfl_sync).
 __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p, Workspace w) {
   sm90::pdl_launch_dependents();
+  const std::uint64_t t_start = tl::now();
   const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
   const long long i = j >> 4;  // (query, KV head) pair
   const int k = threadIdx.x & 15, lane = threadIdx.x & 31;
@@ -125,6 +132,14 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
   const bool valid = key >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
   const unsigned vbits = __ballot_sync(0xffffffffu, valid);
   sm90::pdl_wait();  // counts: zeroed by plan_zero
+  if (blockIdx.x == 0) {
+    const std::uint64_t t_wait = tl::now();
+    tl::start_record(w.tl, (p.q_e4m3 ? (p.k_scale != nullptr ? 2 : 1) : 0) * 4 + p.stop_after);
+    if (threadIdx.x == 0) {
+      tl::put(w.tl, tl::kCountStart, t_start);
+      tl::put(w.tl, tl::kCountWait, t_wait);
+    }
+  }
   if (live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
   // The slot's rank in its (row, sub-counter) key: the key's count before this warp's
   // group (one atomic, through the group's lowest lane) plus the lower lanes of the group.
@@ -135,6 +150,10 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
   if (valid && lane == lead) old = atomicAdd(&w.counts[key], __popc(group));
   old = __shfl_sync(0xffffffffu, old, valid ? lead : lane);
   if (live) w.slot_rank[j] = valid ? old + __popc(group & ((1u << lane) - 1u)) : -1;
+#ifdef FLASHMSA_TIMELINE
+  __syncthreads();
+  if (threadIdx.x == 0) tl::put_max(w.tl, tl::kCountEnd, tl::now());
+#endif
 }
 
 // A row's work units (Workspace::tail): of its tiles = ceil(n / qpt) M-tiles, as many
@@ -310,6 +329,38 @@ __global__ void __launch_bounds__(kScanThreads) scan_single(const PrefillParams 
   }
 }
 
+// The list entry (ListEntry) of plan thread j's slot and its key's row base (g B + b) W
+// and logical page e, from the inputs only (top-k, cu_seqlens, seq_lens), or {-1, 0, -1,
+// 0} for a thread past the slots (live false). (Only valid entries are stored, 0 <= e <=
+// pos / 128; for the others e is arbitrary, and the 64-bit arithmetic keeps that
+// harmless.) plan_fill and plan_count_bucketed.
+struct SlotEntry {
+  int4 ent = make_int4(-1, 0, -1, 0);
+  long long base = 0;
+  int e = 0;
+  bool live = false, in_key = false;  // in_key: e is a column of the block table (every accepted slot's is)
+};
+__device__ __forceinline__ SlotEntry slot_entry(const PrefillParams& p, long long j) {
+  SlotEntry s;
+  const long long i = j >> 4;
+  const int k = static_cast<int>(j & 15);
+  s.live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
+  if (s.live && k < p.topk_k) {
+    const int g = static_cast<int>(i % p.num_kv_heads), G = p.num_q_heads / p.num_kv_heads;
+    const int t = static_cast<int>(i / p.num_kv_heads);
+    s.e = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
+    int b;
+    long long seq, pos;
+    locate(p, t, &b, &seq, &pos);
+    s.base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
+    const long long valid = max(0LL, min(128LL, seq - 128LL * s.e));
+    const long long lim = min((pos >> 7) == s.e ? (pos & 127) : 127LL, valid - 1);
+    s.ent = make_int4((t * p.topk_k + k) * p.num_q_heads + g * G, t, static_cast<int>(lim), g * G);
+    s.in_key = s.e >= 0 && s.e < p.bt_width;
+  }
+  return s;
+}
+
 // Each valid entry (query t, slot k) goes to its row's sub-range start plus the rank
 // plan_count's atomic gave it (slot_rank; any order inside the row: see the header).
 // Same grid and thread per entry as plan_count (so the same sub-counter). The top-k read
@@ -322,24 +373,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
   const long long j = static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x;
   const long long i = j >> 4;
   const int k = threadIdx.x & 15;
-  const bool live = i < static_cast<long long>(p.num_rows) * p.num_kv_heads;
-  int t = 0, e = 0;
-  long long base = 0;
-  int4 ent = make_int4(-1, 0, -1, 0);  // ListEntry
-  if (live && k < p.topk_k) {
-    const int g = static_cast<int>(i % p.num_kv_heads), G = p.num_q_heads / p.num_kv_heads;
-    t = static_cast<int>(i / p.num_kv_heads);
-    e = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
-    int b;
-    long long seq, pos;
-    locate(p, t, &b, &seq, &pos);
-    base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
-    // (Only valid entries are stored, 0 <= e <= pos / 128; for the others e is arbitrary,
-    // and the 64-bit arithmetic below keeps that harmless.)
-    const long long valid = max(0LL, min(128LL, seq - 128LL * e));
-    const long long lim = min((pos >> 7) == e ? (pos & 127) : 127LL, valid - 1);
-    ent = make_int4((t * p.topk_k + k) * p.num_q_heads + g * G, t, static_cast<int>(lim), g * G);
-  }
+  const SlotEntry se = slot_entry(p, j);
+  const bool live = se.live;
+  const std::uint64_t t_start = tl::now();
   // QK16: the 16 threads of (t, g) widen its G heads (8 G chunks) before the wait, under
   // plan_units (and the scans' tail, where there are scans), small kernels that leave
   // most of the GPU idle. Session 21: in plan_count, where only plan_zero ran beside it,
@@ -356,6 +392,10 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
     for (int c = k; c < 8 * G; c += 16) widen_q_chunk(p, w.q16, tq, h0 + (c >> 3), c & 7);
   }
   sm90::pdl_wait();  // slot_rank (plan_count); sub_ptr, size_count, unit_key, units_by_row, unit_ptr[N] (plan_units)
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    tl::put(w.tl, tl::kFillStart, t_start);
+    tl::put(w.tl, tl::kFillWait, tl::now());
+  }
   if (blockIdx.x < kOrderBlocks) {  // The dispatch order (see kOrderClasses): a counting sort, ranked by plan_units.
     using Scan = cub::BlockScan<int, kPlanThreads>;
     constexpr int kPer = kOrderClasses / kPlanThreads;
@@ -390,11 +430,42 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
   // The entry's place: its sub-range's start plus the rank plan_count gave it (-1: not
   // an accepted slot). The sub-range start is loaded beside the rank wherever the key is
   // in range (every accepted slot's is), not after it.
-  const bool in_key = live && k < p.topk_k && e >= 0 && e < p.bt_width;
-  const long long key = in_key ? (base + e) * w.nsub + plan_sub(w, j) : 0;
+  const long long key = se.in_key ? (se.base + se.e) * w.nsub + plan_sub(w, j) : 0;
   const int rank = live ? w.slot_rank[j] : -1;
-  const int start = in_key ? w.sub_ptr[key] : 0;
-  if (rank >= 0) w.list[start + rank] = ent;
+  const int start = se.in_key ? w.sub_ptr[key] : 0;
+  if (rank >= 0) w.list[start + rank] = se.ent;
+#ifdef FLASHMSA_TIMELINE
+  __syncthreads();
+  if (threadIdx.x == 0) tl::put_max(w.tl, tl::kFillEnd, tl::now());
+#endif
+}
+
+// The fields of CSR row r's unit descriptors that come from the inputs alone (KV head g,
+// logical page e, physical page, query position offset, valid tokens); in = r < N (else
+// no load: only g and e, of an unused descriptor). plan_units and plan_units_bucketed.
+__device__ __forceinline__ UnitDesc row_desc(const PrefillParams& p, long long r, bool in) {
+  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
+  const long long rem = in ? r % per_head : 0;
+  const int b = static_cast<int>(rem / p.bt_width);
+  UnitDesc d{};
+  d.g = static_cast<int>(r / per_head);
+  d.e = static_cast<int>(rem % p.bt_width);
+  if (in) {
+    d.phys = p.block_table[b * p.bt_stride[0] + d.e * p.bt_stride[1]];  // in range; valid when the row has entries
+    const long long seq = p.seq_lens[b * p.seq_lens_stride];
+    d.off = static_cast<int>(seq - p.cu_seqlens[(b + 1) * p.cu_stride]);
+    d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
+  }
+  return d;
+}
+// Unit k of a row of n entries (tiles M-tiles, list position rb; units_of / unit_tiles):
+// its tiles and list range into d.
+__device__ __forceinline__ void row_unit(const Workspace& w, int rb, int n, int tiles, int k, bool split, int qpt,
+                                         UnitDesc* d) {
+  const int2 ut = unit_tiles(tiles, k, w, split);
+  d->ntiles = ut.y;
+  d->begin = rb + ut.x * qpt;
+  d->end = min(rb + n, d->begin + d->ntiles * qpt);
 }
 
 // kRowLanes threads per CSR row (a quarter warp): the start of each sub-range of the row
@@ -416,25 +487,26 @@ static_assert(kSub % kRowLanes == 0 && 32 % kRowLanes == 0, "a row's lanes split
 __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p, Workspace w, int qpt,
                                                            int fused_scan) {
   sm90::pdl_launch_dependents();
+  const std::uint64_t t_start = tl::now();
   const long long N = num_csr_rows(p);
   const long long r = (static_cast<long long>(blockIdx.x) * kPlanThreads + threadIdx.x) / kRowLanes;
   const int lane = threadIdx.x % kRowLanes;
   const unsigned row_mask = ((1u << kRowLanes) - 1u) << (threadIdx.x & (32 - kRowLanes));  // this row's lanes
   const bool in = r < N;
-  const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
-  const long long rem = in ? r % per_head : 0;
-  const int b = static_cast<int>(rem / p.bt_width);
-  UnitDesc d;
-  d.g = static_cast<int>(r / per_head);
-  d.e = static_cast<int>(rem % p.bt_width);
-  long long seq = 0, cu_end = 0;
-  d.phys = 0;
-  if (in) {
-    d.phys = p.block_table[b * p.bt_stride[0] + d.e * p.bt_stride[1]];  // in range; valid when the row has entries
-    seq = p.seq_lens[b * p.seq_lens_stride];
-    cu_end = p.cu_seqlens[(b + 1) * p.cu_stride];
-  }
+  UnitDesc d = row_desc(p, r, in);
   sm90::pdl_wait();  // counts (plan_count); row_ptr, unit_ptr (the scans, unless fused_scan)
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    tl::put(w.tl, tl::kUnitsStart, t_start);
+    tl::put(w.tl, tl::kUnitsWait, tl::now());
+  }
+#ifdef FLASHMSA_TIMELINE
+  struct EndStamp {  // at every return below
+    unsigned long long* t;
+    __device__ ~EndStamp() {
+      if ((threadIdx.x & 31) == 0) tl::put_max(t, tl::kUnitsEnd, tl::now());
+    }
+  } end_stamp{w.tl};
+#endif
   // This lane's sub-counters of the row (a quarter of them, or all for lane 0 at nsub 1).
   constexpr int kPer = kSub / kRowLanes;  // sub-counters per lane at most
   const int ns = w.nsub, per = ns >= kRowLanes ? ns / kRowLanes : (lane == 0 ? ns : 0);
@@ -511,15 +583,10 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
   }
   if (n == 0) return;
   const int tiles = (n + qpt - 1) / qpt;
-  d.off = static_cast<int>(seq - cu_end);
-  d.valid = static_cast<int>(max(0LL, min(128LL, seq - 128LL * d.e)));
   const bool split = row_splits(w, r);
   const int nunits = units_of(n, qpt, w, split);
   for (int k = lane; k < nunits; k += kRowLanes) {
-    const int2 ut = unit_tiles(tiles, k, w, split);
-    d.ntiles = ut.y;
-    d.begin = rb + ut.x * qpt;
-    d.end = min(rb + n, d.begin + d.ntiles * qpt);
+    row_unit(w, rb, n, tiles, k, split, qpt, &d);
     w.units_by_row[u0 + k] = d;
     // The unit's rank in its order class (KV head, then tpu - ntiles: largest first), one
     // atomic per class and warp; plan_fill turns (class, rank) into the dispatch order.
@@ -534,7 +601,251 @@ __global__ void __launch_bounds__(kPlanThreads) plan_units(const PrefillParams p
 }
 
 
+// Bucketed lists (Workspace::bucket > 0; plan_buckets in prefill_kvouter_detail.cuh):
+// CSR row r's entries live at [r bucket, r bucket + n_r) of the list, bucket = T (no row
+// holds more entries than its request has queries), so no scan places them and plan_fill
+// is not needed; one counter per row (nsub 1).
+//
+// plan_count_bucketed: the slots of 64 (query, KV head) pairs per CTA (the same thread j
+// per slot as plan_count). D1 and the duplicates as in plan_count; the CTA counts its
+// entries per row in shared memory (under plan_zero, before the wait), then adds each
+// row's count to the row's global counter once (the returned count is the CTA's base in
+// the row's bucket), and stores its entries at bucket + base + local rank. At (16/1,
+// 8192, 32768) that is about 250 global atomics per CTA instead of one per entry: plan_count
+// spent 4.5-4.8 us after its wait on 131,072 of them (H200, session 30 run C, timeline
+// build).
+constexpr int kBucketThreads = 1024;
+__global__ void __launch_bounds__(kBucketThreads) plan_count_bucketed(const PrefillParams p, Workspace w) {
+  __shared__ int s_n[kBucketMaxRows];  // this CTA's entries per row, then its base in the row's bucket
+  sm90::pdl_launch_dependents();
+  const std::uint64_t t_start = tl::now();
+  const int tid = threadIdx.x, lane = tid & 31;
+  const long long j = static_cast<long long>(blockIdx.x) * kBucketThreads + tid;
+  const long long i = j >> 4;
+  const int k = tid & 15;
+  const int N = static_cast<int>(num_csr_rows(p));  // <= kBucketMaxRows
+  for (int r = tid; r < N; r += kBucketThreads) s_n[r] = 0;
+  const SlotEntry se = slot_entry(p, j);  // the entry and its page (inputs only)
+  long long row = -1;                      // the slot's CSR row if D1 accepts it, duplicates not yet removed
+  if (se.live && k < p.topk_k) {
+    const int t = static_cast<int>(i / p.num_kv_heads);
+    int b;
+    long long seq, pos;
+    locate(p, t, &b, &seq, &pos);
+    const long long v = se.e, req_pages = (seq + 127) / 128;
+    if (pos >= 0 && v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width) {
+      const long long phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
+      if (phys >= 0 && phys < p.num_pages) row = se.base + v;
+    }
+  }
+  const unsigned peers = __match_any_sync(0xffffffffu, row);
+  const int half = lane & 16;
+  const bool valid = row >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
+  const unsigned vbits = __ballot_sync(0xffffffffu, valid);
+  __syncthreads();  // s_n zeroed
+  // The slot's rank among the CTA's entries of its row: one shared atomic per key and
+  // warp (the two halves' own pages are usually the same row).
+  const unsigned group = peers & vbits;
+  const int lead = __ffs(group) - 1;
+  int rank = 0;
+  if (valid && lane == lead) rank = atomicAdd(&s_n[row], __popc(group));
+  rank = __shfl_sync(0xffffffffu, rank, valid ? lead : lane) + __popc(group & ((1u << lane) - 1u));
+  sm90::pdl_wait();  // counts: zeroed by plan_zero
+  if (blockIdx.x == 0) {
+    const std::uint64_t t_wait = tl::now();
+    tl::start_record(w.tl, (p.q_e4m3 ? (p.k_scale != nullptr ? 2 : 1) : 0) * 4 + p.stop_after);
+    if (tid == 0) {
+      tl::put(w.tl, tl::kCountStart, t_start);
+      tl::put(w.tl, tl::kCountWait, t_wait);
+    }
+  }
+  if (se.live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
+  __syncthreads();  // every shared atomic done
+  for (int r = tid; r < N; r += kBucketThreads) {
+    const int c = s_n[r];
+    if (c != 0) s_n[r] = atomicAdd(&w.counts[r], c);
+  }
+  __syncthreads();
+  if (valid) w.list[row * w.bucket + s_n[row] + rank] = se.ent;
+#ifdef FLASHMSA_TIMELINE
+  __syncthreads();
+  if (tid == 0) tl::put_max(w.tl, tl::kCountEnd, tl::now());
+#endif
+}
+
+// plan_units_bucketed: one CTA, rows tid and tid + kBucketThreads. The units of each row
+// (units_of, unit_tiles: as plan_units) go straight into dispatch order: units per
+// order class (kOrderClasses) in shared memory, a scan of the classes, then a position
+// per unit. A row's full units share one class per KV head; rows are KV-head major, so
+// within a warp the lanes of one head are consecutive and their full units take one
+// atomic per warp and a segmented scan of the lanes. Remainder and tail units (at most
+// two per row, of varied sizes) take one atomic each. Also writes the unit count into
+// unit_ptr[N] (the attention kernel reads only that entry). Which unit of a class goes
+// first does not change any output (a (query, page) partial does not depend on its tile
+// or unit), only the schedule.
+static_assert(kOrderClasses == kBucketThreads, "plan_units_bucketed: one order class per thread");
+__global__ void __launch_bounds__(kBucketThreads) plan_units_bucketed(const PrefillParams p, Workspace w, int qpt) {
+  using Scan = cub::BlockScan<int, kBucketThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int s_class[kOrderClasses];  // units per order class, then the next free position
+  __shared__ int3 s_row[kBucketMaxRows];   // (phys, off, valid) of each row's descriptors (registers: 64 a thread)
+  sm90::pdl_launch_dependents();
+  const std::uint64_t t_start = tl::now();
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int N = static_cast<int>(num_csr_rows(p));  // <= 2 kBucketThreads
+  s_class[tid] = 0;
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int r = tid + q * kBucketThreads;
+    if (r < N) {
+      const UnitDesc d = row_desc(p, r, true);
+      s_row[r] = make_int3(d.phys, d.off, d.valid);
+    }
+  }
+  // The descriptor of row r (< N) without its unit fields.
+  auto row_of = [&](int r) {
+    UnitDesc d = row_desc(p, r, false);  // g, e
+    const int3 x = s_row[r];
+    d.phys = x.x;
+    d.off = x.y;
+    d.valid = x.z;
+    return d;
+  };
+  sm90::pdl_wait();  // counts (plan_count_bucketed)
+  if (tid == 0) {
+    tl::put(w.tl, tl::kUnitsStart, t_start);
+    tl::put(w.tl, tl::kUnitsWait, tl::now());
+  }
+  int n[2];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) n[q] = tid + q * kBucketThreads < N ? w.counts[tid + q * kBucketThreads] : 0;
+  __syncthreads();  // s_class zeroed, s_row written
+  // Full units: key = the class of the row's full units (-1 past the last row; rows
+  // without full units keep their head's key and add 0, so a head's lanes stay
+  // consecutive), incl = the inclusive sum of full over the lanes of the same key, whose
+  // last lane (ll) holds the key's total for the warp.
+  int full[2], key[2], incl[2], ll[2];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int r = tid + q * kBucketThreads, tiles = (n[q] + qpt - 1) / qpt;
+    full[q] = tiles / w.tpu;
+    key[q] = r < N ? row_desc(p, r, false).g * w.tpu : -1;
+    incl[q] = full[q];
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int v = __shfl_up_sync(0xffffffffu, incl[q], o), kv = __shfl_up_sync(0xffffffffu, key[q], o);
+      if (lane >= o && kv == key[q]) incl[q] += v;
+    }
+    ll[q] = 31 - __clz(__match_any_sync(0xffffffffu, key[q]));
+    if (lane == ll[q] && key[q] >= 0 && incl[q] > 0) atomicAdd(&s_class[key[q]], incl[q]);
+    const bool split = row_splits(w, r);
+    const int nu = n[q] > 0 ? units_of(n[q], qpt, w, split) : 0;
+    for (int u = full[q]; u < nu; ++u) {
+      UnitDesc d{};
+      row_unit(w, 0, n[q], tiles, u, split, qpt, &d);
+      atomicAdd(&s_class[key[q] + w.tpu - d.ntiles], 1);
+    }
+  }
+  __syncthreads();
+  int first, nunits;
+  Scan(tmp).ExclusiveSum(s_class[tid], first, nunits);
+  __syncthreads();  // every count read before it is overwritten
+  s_class[tid] = first;
+  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int r = tid + q * kBucketThreads, tiles = (n[q] + qpt - 1) / qpt;
+    int start = 0;  // the key's first position for this warp's lanes
+    if (lane == ll[q] && key[q] >= 0 && incl[q] > 0) start = atomicAdd(&s_class[key[q]], incl[q]);
+    start = __shfl_sync(0xffffffffu, start, ll[q]);
+    if (n[q] == 0) continue;
+    const long long rb = static_cast<long long>(r) * w.bucket;
+    const bool split = row_splits(w, r);
+    const int nu = units_of(n[q], qpt, w, split);
+    const UnitDesc d0 = row_of(r);
+    for (int u = 0; u < nu; ++u) {
+      UnitDesc d = d0;
+      row_unit(w, static_cast<int>(rb), n[q], tiles, u, split, qpt, &d);
+      const int pos = u < full[q] ? start + incl[q] - full[q] + u : atomicAdd(&s_class[key[q] + w.tpu - d.ntiles], 1);
+      w.units[pos] = d;
+    }
+  }
+  if (tid == 0) w.unit_ptr[N] = nunits;
+#ifdef FLASHMSA_TIMELINE
+  __syncthreads();
+  if (tid == 0) tl::put(w.tl, tl::kUnitsEnd, tl::now());
+#endif
+}
 }  // namespace
+
+namespace tl {
+#ifdef FLASHMSA_TIMELINE
+namespace {
+__device__ unsigned long long g_timeline[kWords];
+unsigned long long* g_host_ptr = nullptr;
+// Medians over the recorded calls (the ring's last min(calls, kRecords)), relative to
+// plan_zero's start, in us.
+void dump() {
+  if (g_host_ptr == nullptr || cudaDeviceSynchronize() != cudaSuccess) return;
+  static unsigned long long h[kWords];
+  if (cudaMemcpy(h, g_host_ptr, sizeof(h), cudaMemcpyDeviceToHost) != cudaSuccess) return;
+  const unsigned long long calls = h[0];
+  const int n = static_cast<int>(calls < kRecords ? calls : kRecords);
+  static const char* names[kEvents] = {"zero_start", "count_start", "count_wait", "count_end", "units_start",
+                                       "units_wait", "units_end", "fill_start", "fill_wait", "fill_end",
+                                       "attn_start_min", "attn_wait_max", "attn_first_mma_max", "attn_end_min",
+                                       "attn_end_max", "combine_start", "combine_wait"};
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  for (unsigned long long tag = 0; tag < 16; ++tag) {
+    std::vector<const unsigned long long*> recs;
+    for (int c = 0; c < n; ++c)
+      if (h[2 + c * kRecord + kTag] == tag && h[2 + c * kRecord + kZeroStart] != 0) recs.push_back(h + 2 + c * kRecord);
+    if (recs.empty()) continue;
+    std::printf("timeline tag %llu (kv_format %llu, stop_after %llu): %zu calls, medians in us from plan_zero's start\n",
+                tag, tag / 4, tag % 4, recs.size());
+    for (int e = 1; e < kEvents; ++e) {
+      std::vector<double> v;
+      for (const unsigned long long* r : recs)
+        if (r[e] != 0 && r[e] != ~0ull) v.push_back(static_cast<double>(r[e] - r[kZeroStart]) * 1e-3);
+      if (!v.empty()) std::printf("timeline %llu %-20s %9.2f  (%zu)\n", tag, names[e], median(v), v.size());
+    }
+    // The attention CTAs' end stamps: quantiles per call, then their medians.
+    std::vector<double> q[5];
+    for (const unsigned long long* r : recs) {
+      std::vector<double> ends;
+      for (int i = kCtaEnds; i < kRecord; ++i)
+        if (r[i] != 0) ends.push_back(static_cast<double>(r[i] - r[kZeroStart]) * 1e-3);
+      if (ends.empty()) continue;
+      std::sort(ends.begin(), ends.end());
+      const double fr[5] = {0.0, 0.1, 0.5, 0.9, 1.0};
+      for (int k = 0; k < 5; ++k) q[k].push_back(ends[static_cast<size_t>(fr[k] * (ends.size() - 1))]);
+    }
+    if (!q[0].empty())
+      std::printf("timeline %llu attn_cta_end min/p10/p50/p90/max %.2f %.2f %.2f %.2f %.2f\n", tag, median(q[0]),
+                  median(q[1]), median(q[2]), median(q[3]), median(q[4]));
+  }
+}
+}  // namespace
+unsigned long long* buffer() {
+  if (g_host_ptr == nullptr) {
+    void* ptr = nullptr;
+    if (cudaGetSymbolAddress(&ptr, g_timeline) != cudaSuccess) return nullptr;
+    static unsigned long long init[kWords];  // every record reset (start_record resets one ahead)
+    for (int c = 0; c < kRecords; ++c)
+      for (int i = 0; i < kRecord; ++i) init[2 + c * kRecord + i] = is_min_event(i) ? ~0ull : 0ull;
+    if (cudaMemcpy(ptr, init, sizeof(init), cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
+    g_host_ptr = static_cast<unsigned long long*>(ptr);
+    std::atexit(dump);
+  }
+  return g_host_ptr;
+}
+#else
+unsigned long long* buffer() { return nullptr; }
+#endif
+}  // namespace tl
 
 bool fuses_scan(const PrefillParams& p, const Workspace& w) {
   static const bool off = env_whole("FLASHMSA_PLAN_FUSED_SCAN", 0, 1) == 0;  // "0" turns it off
@@ -554,8 +865,15 @@ cudaError_t launch_plan(const PrefillParams& p, const Workspace& w, cudaStream_t
   const bool fused = fuses_scan(p, w);
   // plan_zero, then programmatic dependents (see "Plan." at the top of this file).
   plan_zero<<<static_cast<unsigned>(zero_blocks < kZeroMaxBlocks ? zero_blocks : kZeroMaxBlocks), kPlanThreads, 0,
-              stream>>>(w.counts, nzero);
+              stream>>>(w.counts, nzero, w.tl);
   cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && w.bucket == 0 && plan_buckets_env() == 2) err = cudaErrorNotSupported;
+  if (err == cudaSuccess && w.bucket > 0) {
+    err = sm90::launch_pdl(plan_count_bucketed, static_cast<unsigned>((th + kBucketThreads - 1) / kBucketThreads),
+                           kBucketThreads, 0, stream, true, p, w);
+    if (err == cudaSuccess) err = sm90::launch_pdl(plan_units_bucketed, 1, kBucketThreads, 0, stream, true, p, w, qpt);
+    return err;
+  }
   if (err == cudaSuccess) err = sm90::launch_pdl(plan_count, plan_blocks, kPlanThreads, 0, stream, true, p, w);
   if (err == cudaSuccess && !fused) {
     if (scan_blocks_n <= kSingleScanBlocks) {
