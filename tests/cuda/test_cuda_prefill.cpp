@@ -446,12 +446,29 @@ TEST(CudaPrefill, PlanShapes) {
   }
 }
 
+// Sets FLASHMSA_PLAN_BUCKETS for a test and restores the caller's value (or its absence)
+// afterwards, even when a check bails out of the test early.
+struct PlanBucketsEnv {
+  PlanBucketsEnv() {
+    const char* v = std::getenv("FLASHMSA_PLAN_BUCKETS");
+    had = v != nullptr;
+    if (had) old = v;
+  }
+  ~PlanBucketsEnv() {
+    if (had) ::setenv("FLASHMSA_PLAN_BUCKETS", old.c_str(), 1);
+    else ::unsetenv("FLASHMSA_PLAN_BUCKETS");
+  }
+  bool had = false;
+  std::string old;
+};
+
 // Two plan paths, deterministically (the random shapes above reach them too, depending on
 // their draws and the SM count):
 // - tail units (tail_split, prefill_kvouter_detail.cuh): rows of the last KV head split off
 //   a 4-tile unit where that head has between SMs and 3 x SMs CSR rows. One request with
 //   SMs + 4 pages and 1,024 queries gives every earlier page about 15,000 / (SMs + 4)
 //   entries (12-28 tiles of 8 queries on a 132-SM H200), so nearly every row splits;
+//   run on both plans (the bucketed one builds these units in plan_units_bucketed);
 // - the single-kernel row scan (scan_single: more than 16,384 sub-counters, at most 16
 //   scan blocks of 4,096 rows) over two blocks with non-empty rows in the second: 8 KV
 //   heads x 22 requests x 24 columns = 4,224 rows x 8 sub-counters, the last KV head's
@@ -461,14 +478,20 @@ TEST(CudaPrefill, TailUnitsAndSingleScan) {
   int dev = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
-    Case c;
-    c.reqs = {{1024, (sms + 4) * 128 - 1024}};
-    c.hq = 16;
-    c.hkv = 1;
-    c.format = f;
-    c.seed = 60 + static_cast<int>(f);
-    check_case(c, std::string("tail units: ") + kv_format_name(f) + " 16/1, " + std::to_string(sms + 4) + " pages");
+  {
+    const PlanBucketsEnv guard;
+    for (const char* plan : {"0", "2"})  // the CSR plan, then the bucketed one (this shape's default)
+      for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+        ::setenv("FLASHMSA_PLAN_BUCKETS", plan, 1);
+        Case c;
+        c.reqs = {{1024, (sms + 4) * 128 - 1024}};
+        c.hq = 16;
+        c.hkv = 1;
+        c.format = f;
+        c.seed = 60 + static_cast<int>(f);
+        check_case(c, std::string("tail units: ") + kv_format_name(f) + " 16/1, " + std::to_string(sms + 4) +
+                          " pages, FLASHMSA_PLAN_BUCKETS=" + plan);
+      }
   }
   Case w;
   Rng rng(71);
@@ -488,13 +511,12 @@ TEST(CudaPrefill, TailUnitsAndSingleScan) {
 // (FLASHMSA_PLAN_BUCKETS=0: plan_count, plan_units, plan_fill): both match the CPU, and
 // bitwise each other (which unit or tile holds a (query, page) does not change its
 // partial). Shapes: one KV head; four KV heads with messy top-k (order classes of several
-// heads); 8 KV heads at group size 1 with K = 5.
+// heads); 8 KV heads at group size 1 with K = 5; 1,192 rows (plan_units_bucketed's second
+// row per thread).
 TEST(CudaPrefill, BucketedPlanMatchesCsrPlan) {
   REQUIRE_GPU();
-  struct EnvGuard {  // unset even when a check bails out of the test early
-    ~EnvGuard() { ::unsetenv("FLASHMSA_PLAN_BUCKETS"); }
-  } guard;
-  std::vector<Case> cases(3);
+  const PlanBucketsEnv guard;
+  std::vector<Case> cases(4);
   cases[0].reqs = {{1024, 2048}};
   cases[0].hq = 16;
   cases[0].hkv = 1;
@@ -506,6 +528,8 @@ TEST(CudaPrefill, BucketedPlanMatchesCsrPlan) {
   cases[2].hq = 8;
   cases[2].hkv = 8;
   cases[2].topk_k = 5;
+  cases[3].reqs = {{64, 19000}, {64, 19000}};  // 4 KV heads x 2 requests x 149 pages
+  cases[3].format = KvFormat::bf16;
   std::uint64_t seed = 120;
   for (Case& c : cases) {
     c.seed = seed++;
@@ -516,7 +540,6 @@ TEST(CudaPrefill, BucketedPlanMatchesCsrPlan) {
     const Result a = run_gpu(c, in);
     ::setenv("FLASHMSA_PLAN_BUCKETS", "0", 1);
     const Result b = run_gpu(c, in);
-    ::unsetenv("FLASHMSA_PLAN_BUCKETS");
     const Result ref = run_cpu(c, in);
     expect_close(a, ref, c.format != KvFormat::bf16, "bucketed: " + what);
     expect_close(b, ref, c.format != KvFormat::bf16, "CSR: " + what);

@@ -264,7 +264,9 @@ inline int plan_sub_counters(std::int64_t N, std::int64_t entries) {
 // T x 16 bytes instead of Hkv x T x K x 16. Used where the rows fit the count kernel's
 // shared memory (kBucketMaxRows), the list stays at most an eighth of the partials' bytes
 // (N <= 2 K Hq: (16/1, 8192, 32768) has N = 320 and 42 MB against 537 MB), the list
-// indices fit 31 bits, and there is no F16 query copy (which plan_fill writes).
+// indices fit 31 bits with a tile to spare (the attention kernel's load_entry reads up to
+// a tile past a row's end, as padding), and there is no F16 query copy (which plan_fill
+// writes). The list can then be up to 32 times the CSR list's bytes.
 // FLASHMSA_PLAN_BUCKETS (read at every call; test hooks): 0 = never; 2 = required
 // (launch_plan fails with cudaErrorNotSupported where the rule says no); unset or 1 = by
 // the rule.
@@ -273,7 +275,7 @@ inline int plan_buckets_env() { return env_whole("FLASHMSA_PLAN_BUCKETS", 0, 2);
 inline bool plan_buckets(const PrefillParams& p) {
   const std::int64_t N = num_csr_rows(p), T = p.num_rows;
   return plan_buckets_env() != 0 && N <= kBucketMaxRows && N <= 2LL * p.topk_k * p.num_q_heads &&
-         N * T < (1LL << 31) && !uses_q16(p);
+         N * T <= 0x7fffffffLL - kTileRows && !uses_q16(p);
 }
 
 inline Workspace carve(const PrefillParams& p, void* base) {
@@ -314,7 +316,7 @@ inline Workspace carve(const PrefillParams& p, void* base) {
   w.unit_ptr = static_cast<int*>(ptrs[2]);
   w.block_sums = static_cast<int2*>(ptrs[3]);
   w.units = static_cast<UnitDesc*>(ptrs[4]);
-  w.ucap = static_cast<int>(ucap);
+  w.ucap = static_cast<int>(ucap < 0x7fffffff ? ucap : 0x7fffffff);
   w.list = static_cast<int4*>(ptrs[5]);
   w.vmask = static_cast<unsigned*>(ptrs[6]);
   w.o_part = static_cast<std::uint16_t*>(ptrs[7]);

@@ -441,11 +441,11 @@ __global__ void __launch_bounds__(kPlanThreads) plan_fill(const PrefillParams p,
 }
 
 // The fields of CSR row r's unit descriptors that come from the inputs alone (KV head g,
-// logical page e, physical page, query position offset, valid tokens); in = r < N (else
-// no load: only g and e, of an unused descriptor). plan_units and plan_units_bucketed.
+// logical page e, physical page, query position offset, valid tokens); in = r < N (else,
+// or with in false, no load: only g and e). plan_units and plan_units_bucketed.
 __device__ __forceinline__ UnitDesc row_desc(const PrefillParams& p, long long r, bool in) {
   const long long per_head = static_cast<long long>(p.batch) * p.bt_width;
-  const long long rem = in ? r % per_head : 0;
+  const long long rem = r % per_head;
   const int b = static_cast<int>(rem / p.bt_width);
   UnitDesc d{};
   d.g = static_cast<int>(r / per_head);
