@@ -67,6 +67,34 @@ __device__ __forceinline__ void locate(const PrefillParams& p, int t, int* b, lo
   *pos = *seq - q_len + (t - start);
 }
 
+// D1 for one slot of KV head g whose query (request b, KV length seq, position pos)
+// chose logical page v: the slot's CSR row (g B + b) W + v if the position is >= 0, v is
+// in [0, request pages), v <= pos / 128, v < W and the block-table entry is in [0,
+// num_pages); else -1. Duplicates are the caller's (plan_count, plan_count_bucketed).
+__device__ __forceinline__ long long d1_row(const PrefillParams& p, int g, int b, long long seq, long long pos,
+                                            long long v) {
+  const long long req_pages = (seq + 127) / 128;
+  if (pos < 0 || v < 0 || v >= req_pages || v > pos / 128 || v >= p.bt_width) return -1;
+  const long long phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
+  if (phys < 0 || phys >= p.num_pages) return -1;
+  return (static_cast<long long>(g) * p.batch + b) * p.bt_width + v;
+}
+
+// The call's tag in the timeline (prefill_timeline.cuh): kv_format x 4 + stop_after.
+__device__ __forceinline__ int tl_tag(const PrefillParams& p) {
+  return (p.q_e4m3 ? (p.k_scale != nullptr ? 2 : 1) : 0) * 4 + p.stop_after;
+}
+// plan_count / plan_count_bucketed, after the wait: block 0 opens the call's timeline record.
+__device__ __forceinline__ void tl_count_stamps(const PrefillParams& p, const Workspace& w, std::uint64_t t_start) {
+  if (blockIdx.x != 0) return;
+  const std::uint64_t t_wait = tl::now();
+  tl::start_record(w.tl, tl_tag(p));
+  if (threadIdx.x == 0) {
+    tl::put(w.tl, tl::kCountStart, t_start);
+    tl::put(w.tl, tl::kCountWait, t_wait);
+  }
+}
+
 // Sub-counter of the entry of thread j: that of its warp, j >> 5 (see kSub; nsub is 32, 8 or 1,
 // so a mask). A warp holds two (query, KV head) pairs and consecutive warps the next ones,
 // so a page chosen by many neighbouring queries spreads over all sub-counters. plan_count and plan_fill run the
@@ -120,26 +148,15 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count(const PrefillParams p
     int b;
     long long seq, pos;
     locate(p, t, &b, &seq, &pos);
-    const long long req_pages = (seq + 127) / 128;
-    if (pos >= 0 && v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width) {
-      const long long phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
-      if (phys >= 0 && phys < p.num_pages)
-        key = ((static_cast<long long>(g) * p.batch + b) * p.bt_width + v) * w.nsub + plan_sub(w, j);
-    }
+    const long long row = d1_row(p, g, b, seq, pos, v);
+    if (row >= 0) key = row * w.nsub + plan_sub(w, j);
   }
   const unsigned peers = __match_any_sync(0xffffffffu, key);
   const int half = lane & 16;  // first lane of the row
   const bool valid = key >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
   const unsigned vbits = __ballot_sync(0xffffffffu, valid);
   sm90::pdl_wait();  // counts: zeroed by plan_zero
-  if (blockIdx.x == 0) {
-    const std::uint64_t t_wait = tl::now();
-    tl::start_record(w.tl, (p.q_e4m3 ? (p.k_scale != nullptr ? 2 : 1) : 0) * 4 + p.stop_after);
-    if (threadIdx.x == 0) {
-      tl::put(w.tl, tl::kCountStart, t_start);
-      tl::put(w.tl, tl::kCountWait, t_wait);
-    }
-  }
+  tl_count_stamps(p, w, t_start);
   if (live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
   // The slot's rank in its (row, sub-counter) key: the key's count before this warp's
   // group (one atomic, through the group's lowest lane) plus the lower lanes of the group.
@@ -339,6 +356,8 @@ struct SlotEntry {
   long long base = 0;
   int e = 0;
   bool live = false, in_key = false;  // in_key: e is a column of the block table (every accepted slot's is)
+  int b = 0, g = 0;                   // the query's request (locate) and the KV head
+  long long seq = 0, pos = 0;
 };
 __device__ __forceinline__ SlotEntry slot_entry(const PrefillParams& p, long long j) {
   SlotEntry s;
@@ -349,12 +368,11 @@ __device__ __forceinline__ SlotEntry slot_entry(const PrefillParams& p, long lon
     const int g = static_cast<int>(i % p.num_kv_heads), G = p.num_q_heads / p.num_kv_heads;
     const int t = static_cast<int>(i / p.num_kv_heads);
     s.e = p.topk[t * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]];
-    int b;
-    long long seq, pos;
-    locate(p, t, &b, &seq, &pos);
-    s.base = (static_cast<long long>(g) * p.batch + b) * p.bt_width;
-    const long long valid = max(0LL, min(128LL, seq - 128LL * s.e));
-    const long long lim = min((pos >> 7) == s.e ? (pos & 127) : 127LL, valid - 1);
+    locate(p, t, &s.b, &s.seq, &s.pos);
+    s.g = g;
+    s.base = (static_cast<long long>(g) * p.batch + s.b) * p.bt_width;
+    const long long valid = max(0LL, min(128LL, s.seq - 128LL * s.e));
+    const long long lim = min((s.pos >> 7) == s.e ? (s.pos & 127) : 127LL, valid - 1);
     s.ent = make_int4((t * p.topk_k + k) * p.num_q_heads + g * G, t, static_cast<int>(lim), g * G);
     s.in_key = s.e >= 0 && s.e < p.bt_width;
   }
@@ -626,18 +644,8 @@ __global__ void __launch_bounds__(kBucketThreads) plan_count_bucketed(const Pref
   const int N = static_cast<int>(num_csr_rows(p));  // <= kBucketMaxRows
   for (int r = tid; r < N; r += kBucketThreads) s_n[r] = 0;
   const SlotEntry se = slot_entry(p, j);  // the entry and its page (inputs only)
-  long long row = -1;                      // the slot's CSR row if D1 accepts it, duplicates not yet removed
-  if (se.live && k < p.topk_k) {
-    const int t = static_cast<int>(i / p.num_kv_heads);
-    int b;
-    long long seq, pos;
-    locate(p, t, &b, &seq, &pos);
-    const long long v = se.e, req_pages = (seq + 127) / 128;
-    if (pos >= 0 && v >= 0 && v < req_pages && v <= pos / 128 && v < p.bt_width) {
-      const long long phys = p.block_table[b * p.bt_stride[0] + v * p.bt_stride[1]];
-      if (phys >= 0 && phys < p.num_pages) row = se.base + v;
-    }
-  }
+  // The slot's CSR row if D1 accepts it, duplicates not yet removed.
+  const long long row = se.live && k < p.topk_k ? d1_row(p, se.g, se.b, se.seq, se.pos, se.e) : -1;
   const unsigned peers = __match_any_sync(0xffffffffu, row);
   const int half = lane & 16;
   const bool valid = row >= 0 && (peers & (0xffffu << half) & ((1u << lane) - 1u)) == 0u;
@@ -651,14 +659,7 @@ __global__ void __launch_bounds__(kBucketThreads) plan_count_bucketed(const Pref
   if (valid && lane == lead) rank = atomicAdd(&s_n[row], __popc(group));
   rank = __shfl_sync(0xffffffffu, rank, valid ? lead : lane) + __popc(group & ((1u << lane) - 1u));
   sm90::pdl_wait();  // counts: zeroed by plan_zero
-  if (blockIdx.x == 0) {
-    const std::uint64_t t_wait = tl::now();
-    tl::start_record(w.tl, (p.q_e4m3 ? (p.k_scale != nullptr ? 2 : 1) : 0) * 4 + p.stop_after);
-    if (tid == 0) {
-      tl::put(w.tl, tl::kCountStart, t_start);
-      tl::put(w.tl, tl::kCountWait, t_wait);
-    }
-  }
+  tl_count_stamps(p, w, t_start);
   if (se.live && k == 0) w.vmask[i] = (vbits >> half) & 0xffffu;
   __syncthreads();  // every shared atomic done
   for (int r = tid; r < N; r += kBucketThreads) {
