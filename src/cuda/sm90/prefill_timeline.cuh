@@ -9,7 +9,7 @@
 // in a fixed word, so it does not wait on the record; plan_count (block 0, after its
 // wait) copies that stamp and the tag into the call's record and resets the next call's.
 // Without the macro every hook below is an empty inline function and Workspace::tl
-// stays null.
+// stays null. The buffer is the first device's (one GPU per process in such a build).
 #pragma once
 
 #include <cstdint>
