@@ -127,7 +127,36 @@ template <>
 struct F16RsKK<128> {
   using type = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<G::Major::K, G::Major::K>;
 };
+template <int N>
+struct E4m3RsKK;  // m64 N k32, E4M3 in, FP32 out, A in registers, B K-major
+template <>
+struct E4m3RsKK<8> {
+  using type = cute::SM90::GMMA::MMA_64x8x32_F32E4M3E4M3_RS_TN<>;
+};
+template <>
+struct E4m3RsKK<16> {
+  using type = cute::SM90::GMMA::MMA_64x16x32_F32E4M3E4M3_RS_TN<>;
+};
+template <>
+struct E4m3RsKK<32> {
+  using type = cute::SM90::GMMA::MMA_64x32x32_F32E4M3E4M3_RS_TN<>;
+};
+template <>
+struct E4m3RsKK<64> {
+  using type = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_RS_TN<>;
+};
 }  // namespace detail
+
+/// D(64xN) (+)= A(64x32, registers) * B(32xN, smem K-major SW128), E4M3 in, FP32 out
+/// (QGMMA: its accumulation is not full FP32, see CudaIndexer.Fp8QkPrecision), for N = 8,
+/// 16, 32, 64; A's register layout as `e4m3_rs`. Used only by the opt-in FP8 decode
+/// scorer (FLASHMSA_FP8_QK=e4m3, NVFP4 index K).
+template <int N>
+__device__ __forceinline__ void e4m3_rs_bk(const std::uint32_t (&a)[4], std::uint64_t b, float (&d)[N / 2],
+                                           bool accumulate) {
+  detail::rs<typename detail::E4m3RsKK<N>::type>(
+      a, b, d, accumulate ? G::ScaleOut::One : G::ScaleOut::Zero, std::make_index_sequence<N / 2>{});
+}
 
 /// D(64xN) (+)= A(64x16, registers) * B(16xN, smem K-major SW128), F16 in, FP32 out, for
 /// N = 8, 16, 32, 64, 128. d holds N/2 floats per thread: d[4j + e] as in the 64 x 128

@@ -1083,8 +1083,13 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
 // warps' column maxima through shared memory (one warpgroup barrier per page).
 // Per warp and page the ring holds the warp's 32 tokens: stripe 0 = page tokens 16 w ..
 // 16 w + 15 (tile 0), stripe 1 = 64 + 16 w .. (tile 1), w = the warp's index in its group.
-// E4M3 only: NVFP4 stays on decode_score_kernel, which measured faster than the same
-// kernel with the NVFP4 lookup (commit 4b270ad has that form; see launch_decode_scores_nt).
+// Exact scoring takes it for E4M3 only: NVFP4 stays on decode_score_kernel, which measured
+// faster than the same kernel with the F16 NVFP4 lookup (commit 4b270ad has that form; see
+// launch_decode_scores_nt).
+// kQ8 (opt-in, FLASHMSA_FP8_QK=e4m3, NVFP4 index K only; session 31): the same kernel on
+// QGMMA, wgmma m64nNk32 E4M3 with A = the dequantised E4M3 bytes of 64 tokens (no F16
+// conversion) and B = the raw E4M3 index q (one 128-byte SW128 panel per row). Not the
+// default: QGMMA's accumulation is not FP32 (spec D7/D8, CudaIndexer.Fp8QkPrecision).
 // ---------------------------------------------------------------------------------------
 #ifndef FLASHMSA_DECWG_STAGES
 #define FLASHMSA_DECWG_STAGES 3
@@ -1095,19 +1100,32 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
 // Warpgroups per CTA (one CTA per SM): 4 (128 registers) up to 32 score rows, else 3 (168
 // registers). E4M3 with 4 groups keeps 2 ring stages per warp (3 x 4 KB per warp would not
 // fit): 3-14 % faster than 3 groups x 3 stages on the H200 (session 20 run D).
-template <int NT>
+#ifndef FLASHMSA_DECWG_NV_STAGES
+#define FLASHMSA_DECWG_NV_STAGES 3
+#endif
+template <int NT, bool kQ8 = false>
 constexpr int decwg_groups() { return NT > 4 ? 3 : FLASHMSA_DECWG_GROUPS; }
 // Ring stages per warp (pages in flight + 1): 2 where 4 E4M3 groups leave no room for 3.
-template <int NT>
-constexpr int decwg_stages() { return decwg_groups<NT>() == 4 ? 2 : FLASHMSA_DECWG_STAGES; }
-constexpr int kDecWgSlot = 32 * 128;  // a warp's 32 E4M3 tokens of one page
-template <int NT>
+template <int NT, bool kQ8 = false>
+constexpr int decwg_stages() {
+  return kQ8 ? FLASHMSA_DECWG_NV_STAGES : decwg_groups<NT>() == 4 ? 2 : FLASHMSA_DECWG_STAGES;
+}
+// A warp's 32 tokens of one page: E4M3 rows, or NVFP4 codes then block scales.
+template <bool kQ8 = false>
+constexpr int decwg_slot_bytes() { return kQ8 ? 32 * 72 : 32 * 128; }
+// Q tile bytes per score row: F16 images (two 128-byte panels), or E4M3 (one).
+template <bool kQ8 = false>
+constexpr int decwg_qrow_bytes() { return kQ8 ? 128 : 256; }
+template <int NT, bool kQ8 = false>
 constexpr int decwg_smem_bytes() {
   // 1024 (SW128 alignment) + Q tiles + rings + page-max exchange (2 pages x 4 warps x N).
-  return 1024 + decwg_groups<NT>() * (8 * NT * 256 + 4 * decwg_stages<NT>() * kDecWgSlot + 2 * 4 * 8 * NT * 4);
+  return 1024 + decwg_groups<NT, kQ8>() * (8 * NT * decwg_qrow_bytes<kQ8>() +
+                                           4 * decwg_stages<NT, kQ8>() * decwg_slot_bytes<kQ8>() + 2 * 4 * 8 * NT * 4);
 }
 static_assert(decwg_smem_bytes<8>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
-                  decwg_smem_bytes<4>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
+                  decwg_smem_bytes<4>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
+                  decwg_smem_bytes<8, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
+                  decwg_smem_bytes<4, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
               "warpgroup decode scoring: smem must fit the 227 KB per CTA");
 static_assert(FLASHMSA_DECWG_STAGES >= 2, "the ring keeps one page in flight at least");
 
@@ -1118,23 +1136,29 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-template <int NT>
-__global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
+template <int NT, bool kQ8>
+__global__ void __launch_bounds__(128 * decwg_groups<NT, kQ8>(), 1)
     decode_score_wg_kernel(IndexerParams p, float* ws, long long ws_ld) {
-  constexpr int kGroups = decwg_groups<NT>();
+  constexpr int kGroups = decwg_groups<NT, kQ8>();
   constexpr int kThreadsD = 128 * kGroups;
   constexpr int N = 8 * NT;
-  constexpr int kSlot = kDecWgSlot;
-  constexpr int S = decwg_stages<NT>();
+  constexpr int kSlot = decwg_slot_bytes<kQ8>();
+  constexpr int kQRow = decwg_qrow_bytes<kQ8>();
+  constexpr int S = decwg_stages<NT, kQ8>();
+  static_assert(kUnitTok == 32, "dec_row_words reads 32-token slots");
   extern __shared__ __align__(16) std::uint8_t dsmem[];
   // Pointer arithmetic on dsmem itself, so the compiler keeps the shared address space (LDS).
   std::uint8_t* base = dsmem + ((1024u - (g::smem_addr(dsmem) & 1023u)) & 1023u);
-  std::uint8_t* qtiles = base;                                        // [groups][2 panels][N][128]
-  std::uint8_t* rings = qtiles + kGroups * N * 256;                   // [warps][S][kSlot]
+  std::uint8_t* qtiles = base;                                        // [groups][kQRow / 128 panels][N][128]
+  std::uint8_t* rings = qtiles + kGroups * N * kQRow;                 // [warps][S][kSlot]
   float* red_all = reinterpret_cast<float*>(rings + 4 * kGroups * S * kSlot);  // [groups][2][4][N]
   int* pre = reinterpret_cast<int*>(red_all + kGroups * 2 * 4 * N);   // [batch + 1]
   const int B = p.batch;
   const int tid = threadIdx.x;
+  // kQ8: the 8 E4M3 magnitudes of every block-scale byte (covered by the scan's barrier).
+  __shared__ uint4 nv_tab_s[kQ8 ? 256 : 1];
+  const uint4* nv_tab = nv_tab_s;
+  if constexpr (kQ8) dec_fill_nv_table<kThreadsD>(nv_tab_s, tid);
   dec_page_prefix<kThreadsD>(p, pre, tid);
   const long long P = pre[B];
   const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
@@ -1147,7 +1171,7 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
   if (f0 >= f1) return;  // uniform per warpgroup: only warpgroup barriers below
   const int pages = f1 - f0;
   std::uint8_t* ring = rings + warp * S * kSlot;
-  std::uint8_t* qtile = qtiles + wg * N * 256;
+  std::uint8_t* qtile = qtiles + wg * N * kQRow;
   float* red = red_all + wg * 2 * 4 * N;
   const std::uint32_t qtile_addr = g::smem_addr(qtile);
   auto advance = [&](int b, int f) { return dec_advance(pre, b, f); };
@@ -1160,13 +1184,15 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
   int ib = b_start;
   DecBtWindow bt;
   unsigned vmask = 0u;
-  constexpr int kTokStep = 4;  // tokens between a lane's chunks of a page
-  constexpr int kRowBytes = 128;
+  constexpr int kTokStep = kQ8 ? 8 : 4;  // tokens between a lane's chunks of a page
+  constexpr int kRowBytes = kQ8 ? 64 : 128;
   constexpr int kHalfI = 16 / kTokStep;  // chunks i < kHalfI are stripe 0
-  const int ltok = l >> 3, lch = l & 7;
+  const int ltok = kQ8 ? (l >> 2) : (l >> 3), lch = kQ8 ? (l & 3) : (l & 7);
   const long long ks1 = p.k_stride[1];
   const long long lane_src = (ltok + 16 * wq) * ks1 + lch * 16;
-  const int lane_dst = ltok * kRowBytes + ((lch ^ (ltok & 1)) << 4);
+  const int lane_dst = ltok * kRowBytes + ((kQ8 ? lch : (lch ^ (ltok & 1))) << 4);
+  // kQ8: this lane's block-scale row (slot token l)
+  const long long lane_sc = kQ8 ? static_cast<long long>(l + (l < 16 ? 16 * wq : 48 + 16 * wq)) * p.ks_stride[1] : 0;
   const int tok_step = static_cast<int>(kTokStep * ks1), tok_jump = static_cast<int>((kTokStep + 48) * ks1);
   auto issue = [&](int u) {
     const int f = f0 + u;
@@ -1184,6 +1210,7 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
       cp_async16(dst + lane_dst + i * kTokStep * kRowBytes, src);
       src += i == kHalfI - 1 ? tok_jump : tok_step;
     }
+    if constexpr (kQ8) cp_async8(dst + 32 * 64 + l * 8, p.k_scale + pp * p.ks_stride[0] + lane_sc);
   };
 
   // Request side (per warpgroup): the Q tile and the store geometry of request cb.
@@ -1220,13 +1247,20 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
       std::uint32_t row_addr;
       asm volatile("mov.b32 %0, %1;" : "=r"(row_addr) : "r"(qtile_addr + n * 128 + 4 * qq));
       const int n7 = n & 7;
+      if constexpr (kQ8) {
+        // E4M3 bytes, k32-step j / 2: K 16 (j % 2) + 4 qq + {0..3} <- dims 32 qq + 4 j + {0..3}
+        // (row byte 32 (j / 2) + 16 (j % 2) + 4 qq: 16-byte chunk j), as the A registers.
 #pragma unroll
-      for (int s = 0; s < 8; ++s) {  // k-step s: K 16 s + 2 qq + {0,1} <- dims 32 qq + 4 s + {0,1}, +8 <- +2
-        std::uint32_t lo, hi;
-        g::f16x2_pair(w[s], lo, hi);
-        const std::uint32_t at = row_addr + (s >> 2) * (N * 128);
-        st_shared_u32(at + ((((2 * s) & 7) ^ n7) << 4), lo);
-        st_shared_u32(at + ((((2 * s + 1) & 7) ^ n7) << 4), hi);
+        for (int j = 0; j < 8; ++j) st_shared_u32(row_addr + ((j ^ n7) << 4), w[j]);
+      } else {
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {  // k-step s: K 16 s + 2 qq + {0,1} <- dims 32 qq + 4 s + {0,1}, +8 <- +2
+          std::uint32_t lo, hi;
+          g::f16x2_pair(w[s], lo, hi);
+          const std::uint32_t at = row_addr + (s >> 2) * (N * 128);
+          st_shared_u32(at + ((((2 * s) & 7) ^ n7) << 4), lo);
+          st_shared_u32(at + ((((2 * s + 1) & 7) ^ n7) << 4), hi);
+        }
       }
     }
     fence_proxy_async();
@@ -1260,22 +1294,34 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
     for (int nt = 0; nt < NT; ++nt) mx[nt][0] = mx[nt][1] = nan_f();
     const bool ok = (vmask >> (u % S)) & 1u;  // uniform per warpgroup (same page)
     const std::uint8_t* slot = ring + (u % S) * kSlot;
-    // A registers of tile h (slot tokens 16 h + r, + 8), D += A . Q^T over the 8 k-steps.
-    auto convert_tile = [&](int h, std::uint32_t (&a)[8][4]) {
+    // A registers of tile h (slot tokens 16 h + r, + 8), D += A . Q^T over the kSteps
+    // k-steps (8 of k16 in F16; kQ8: 4 of k32 on the E4M3 bytes, word 2 s -> a[s][0 | 1],
+    // word 2 s + 1 -> a[s][2 | 3], the K order of store_request).
+    constexpr int kSteps = kQ8 ? 4 : 8;
+    auto convert_tile = [&](int h, std::uint32_t (&a)[kSteps][4]) {
       std::uint32_t wa[8], wb2[8];
-      dec_row_words<false>(slot, 16 * h + r, q, nullptr, wa);
-      dec_row_words<false>(slot, 16 * h + r + 8, q, nullptr, wb2);
+      dec_row_words<kQ8>(slot, 16 * h + r, q, nv_tab, wa);
+      dec_row_words<kQ8>(slot, 16 * h + r + 8, q, nv_tab, wb2);
 #pragma unroll
-      for (int s = 0; s < 8; ++s) {
-        g::f16x2_pair(wa[s], a[s][0], a[s][2]);
-        g::f16x2_pair(wb2[s], a[s][1], a[s][3]);
+      for (int s = 0; s < kSteps; ++s) {
+        if constexpr (kQ8) {
+          a[s][0] = wa[2 * s];
+          a[s][1] = wb2[2 * s];
+          a[s][2] = wa[2 * s + 1];
+          a[s][3] = wb2[2 * s + 1];
+        } else {
+          g::f16x2_pair(wa[s], a[s][0], a[s][2]);
+          g::f16x2_pair(wb2[s], a[s][1], a[s][3]);
+        }
       }
     };
-    auto mma_tile = [&](const std::uint32_t (&a)[8][4], float (&d)[4 * NT]) {
+    auto mma_tile = [&](const std::uint32_t (&a)[kSteps][4], float (&d)[4 * NT]) {
       g::fence();
 #pragma unroll
-      for (int s = 0; s < 8; ++s)
-        g::f16_rs_bk<N>(a[s], g::desc_add(qdesc, (s >> 2) * (N * 128) + (s & 3) * 32), d, s > 0);
+      for (int s = 0; s < kSteps; ++s) {
+        if constexpr (kQ8) g::e4m3_rs_bk<N>(a[s], g::desc_add(qdesc, 32 * s), d, s > 0);
+        else g::f16_rs_bk<N>(a[s], g::desc_add(qdesc, (s >> 2) * (N * 128) + (s & 3) * 32), d, s > 0);
+      }
       g::commit();
     };
     auto fold = [&](float (&d)[4 * NT]) {
@@ -1289,7 +1335,7 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
     if (ok) {
 #pragma unroll 1
       for (int h = 0; h < 2; ++h) {
-        std::uint32_t a[8][4];
+        std::uint32_t a[kSteps][4];
         float d[4 * NT];
         convert_tile(h, a);
         mma_tile(a, d);
@@ -1343,7 +1389,8 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT>(), 1)
       const long long b = f - pre[cb];  // logical page
       const int pos = fpos + ((sr * hinv) >> 16);
       static_assert(kPage == 128, "pos >> 7 is pos / kPage");
-      if (pos >= 0 && b < (pos >> 7)) ws[static_cast<long long>(rowh + sr) * ws_ld + b] = ok ? v : nan_f();
+      if (pos >= 0 && b < (pos >> 7))
+        ws[static_cast<long long>(rowh + sr) * ws_ld + b] = ok ? (kQ8 ? v * p.k_global : v) : nan_f();
     }
   }
   cp_async_wait<0>();
@@ -1684,14 +1731,18 @@ cudaError_t launch_decode_scores(const IndexerParams& p, float* ws, long long ws
   return cudaGetLastError();
 }
 
-// decode_score_kernel applies: decode, E4M3 index q over E4M3 / NVFP4 index K scored
-// exactly, at most 64 score rows per request, and the 16-byte (NVFP4 scales: 8-byte)
-// alignment its vector loads and copies need. Anything else takes score_kernel.
+// The decode scoring kernels apply: decode, E4M3 index q over E4M3 / NVFP4 index K scored
+// exactly (decode_score_kernel, decode_score_wg_kernel) or, NVFP4 with Fp8Qk::kE4m3, on
+// QGMMA (decode_score_wg_kernel<NT, true>), at most 64 score rows per request, and the
+// 16-byte (NVFP4 scales: 8-byte) alignment their vector loads and copies need. Anything
+// else takes score_kernel.
 bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
-  if (!decode || !p.q_e4m3 || p.k_format == 0 || mode != Fp8Qk::kExact) return false;
+  if (!decode || !p.q_e4m3 || p.k_format == 0) return false;
+  if (mode != Fp8Qk::kExact && !(mode == Fp8Qk::kE4m3 && p.k_format == 2)) return false;
   if (static_cast<long long>(p.queries_per_request) * p.heads > 64 || p.batch > kDecMaxBatch) return false;
   if (static_cast<long long>(p.batch) * p.bt_width >= (1LL << 31)) return false;  // int page prefix
-  if (p.k_format == 1 && p.k_stride[1] > (1 << 20)) return false;  // the E4M3 kernel's 32-bit token steps
+  // The warpgroup kernels' 32-bit token steps (up to 56 tokens).
+  if ((p.k_format == 1 || mode == Fp8Qk::kE4m3) && p.k_stride[1] > (1 << 20)) return false;
   auto al = [](std::uintptr_t v, unsigned a) { return v % a == 0; };
   bool ok = al(reinterpret_cast<std::uintptr_t>(p.q), 16) && al(static_cast<std::uintptr_t>(p.q_stride[0]), 16) &&
             al(static_cast<std::uintptr_t>(p.q_stride[1]), 16) && al(reinterpret_cast<std::uintptr_t>(p.k_data), 16) &&
@@ -1702,21 +1753,21 @@ bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
   return ok;
 }
 
-template <int NT>
+template <int NT, bool kQ8 = false>
 cudaError_t launch_decode_scores_wg(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
-  const int smem = decwg_smem_bytes<NT>() + 4 * (p.batch + 1);
+  const int smem = decwg_smem_bytes<NT, kQ8>() + 4 * (p.batch + 1);
   static bool configured[64] = {};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if (dev < 0 || dev >= 64 || !configured[dev]) {
-    err = set_smem(decode_score_wg_kernel<NT>, decwg_smem_bytes<NT>() + 4 * (kDecMaxBatch + 1));
+    err = set_smem(decode_score_wg_kernel<NT, kQ8>, decwg_smem_bytes<NT, kQ8>() + 4 * (kDecMaxBatch + 1));
     if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(decode_score_wg_kernel<NT>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    err = cudaFuncSetAttribute(decode_score_wg_kernel<NT, kQ8>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (err != cudaSuccess) return err;
     if (dev >= 0 && dev < 64) configured[dev] = true;
   }
-  decode_score_wg_kernel<NT><<<sms, 128 * decwg_groups<NT>(), smem, stream>>>(p, ws, ws_ld);
+  decode_score_wg_kernel<NT, kQ8><<<sms, 128 * decwg_groups<NT, kQ8>(), smem, stream>>>(p, ws, ws_ld);
   return cudaGetLastError();
 }
 
@@ -1728,8 +1779,15 @@ cudaError_t launch_decode_scores_wg(const IndexerParams& p, float* ws, long long
 //     2.1-2.35 TB/s (the warpgroup form: 1.9-2.26, its warps wait for each other at every
 //     wgmma).
 template <bool kNv>
-cudaError_t launch_decode_scores_nt(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream) {
+cudaError_t launch_decode_scores_nt(const IndexerParams& p, float* ws, long long ws_ld, int sms, cudaStream_t stream,
+                                    bool q8) {
   const int rows = p.queries_per_request * p.heads;  // N side of the MMA: 8 NT >= rows
+  if (kNv && q8) {  // NVFP4 on QGMMA, opt-in (Fp8Qk::kE4m3; not D8-exact)
+    if (rows <= 8) return launch_decode_scores_wg<1, true>(p, ws, ws_ld, sms, stream);
+    if (rows <= 16) return launch_decode_scores_wg<2, true>(p, ws, ws_ld, sms, stream);
+    if (rows <= 32) return launch_decode_scores_wg<4, true>(p, ws, ws_ld, sms, stream);
+    return launch_decode_scores_wg<8, true>(p, ws, ws_ld, sms, stream);
+  }
   if constexpr (!kNv) {
     if (rows <= 8) return launch_decode_scores_wg<1>(p, ws, ws_ld, sms, stream);
     if (rows <= 16) return launch_decode_scores_wg<2>(p, ws, ws_ld, sms, stream);
@@ -1877,8 +1935,8 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     if (err == cudaSuccess) {
       const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
       if (dec_mma) {
-        err = p.k_format == 1 ? launch_decode_scores_nt<false>(p, ws, ws_ld, sms, stream)
-                              : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream);
+        err = p.k_format == 1 ? launch_decode_scores_nt<false>(p, ws, ws_ld, sms, stream, false)
+                              : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream, mode == Fp8Qk::kE4m3);
       } else if (fp8 && split) {
         err = p.k_format == 1 ? launch_scores<true, kCopy, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream);

@@ -44,8 +44,11 @@ namespace flashmsa::cuda {
 /// How E4M3 index q x E4M3 / NVFP4 index K is scored (BF16 q or K always uses HGMMA).
 ///  kExact: E4M3 values widened to BF16 (exact) and summed by HGMMA in FP32 (default).
 ///  kE4m3: QGMMA, one chain of four k32 wgmmas per page. Hopper's E4M3 wgmma sums with a
-///    reduced-precision aligner: measured on the H200 up to ~7e-4 of the row max (D8
-///    allows 2e-4). Opt-in only.
+///    reduced-precision aligner: measured on the H200 up to ~2e-3 of the row max on
+///    adversarial data (D8 allows 2e-4). Opt-in only. Decode over an NVFP4 index K (at
+///    most 64 score rows per request) runs it in the warpgroup decode scorer on the
+///    dequantised E4M3 bytes (session 31: 2.4-2.8 TB/s of index-K bytes, against 2.1-2.4
+///    for the exact per-warp kernel); otherwise in the 128-row tile kernel.
 ///  kE4m3Split: QGMMA, each k32 wgmma into a fresh zero accumulator, the four partials
 ///    summed in FP32 on the CUDA cores (promotion every 32 products). Its accuracy on
 ///    adversarial data is measured by test_cuda_indexer (Fp8QkPrecision).
