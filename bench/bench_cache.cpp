@@ -74,6 +74,7 @@ void* upload_random_bf16(Arena& a, std::size_t n, std::uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!flashmsa::bench::require_cuda_device("bench_cache")) return 2;
   std::string tokens_arg = "1,64,8192,65536", heads_arg = "64/4,16/1", csv;
   int reps = 20;
   for (int i = 1; i + 1 < argc; i += 2) {

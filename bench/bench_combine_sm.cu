@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+
 namespace {
 
 constexpr int kSlots = 16;
@@ -40,6 +42,8 @@ constexpr int kStageO = kSlots * kRowsPerStep * 256;  // bytes of O per stage
 constexpr int kStageMl = kSlots * kRowsPerStep * 8;
 constexpr int kStageBytes = kStageO + kStageMl;
 
+// This file's CUDA_OK ends the process (bench_util.h's returns false from a bool function).
+#undef CUDA_OK
 #define CUDA_OK(x)                                                                      \
   do {                                                                                  \
     cudaError_t e_ = (x);                                                               \
@@ -221,6 +225,7 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!flashmsa::bench::require_cuda_device("bench_combine_sm")) return 2;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   long long rows = 131072;  // 8192 queries x 16 heads: the (16/1, 8192, 32768) case
   std::string ctas = "132,66,33,16,8", csv, free_sms = "132,33,16,12,8";

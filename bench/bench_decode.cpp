@@ -248,6 +248,7 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!flashmsa::bench::require_cuda_device("bench_decode")) return 2;
   std::string suite = "all", heads = "64/4,16/1", formats = "bf16,fp8,nvfp4", csv, only_cases;
   int calls = 120, reps = 20, q_override = 0;
   for (int i = 1; i < argc; ++i) {

@@ -40,6 +40,7 @@ constexpr double kPeakGBs = 4200.0;
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!flashmsa::bench::require_cuda_device("bench_fused")) return 2;
   std::string heads = "64/4,16/1", tokens = "1,64,8192,65536", paths = "bf16,fp8,nvfp4,nvfp4hs", csv;
   int reps = 50;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -362,6 +362,7 @@ bool bench_topk(int rows, int width, bool equal, int calls, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!flashmsa::bench::require_cuda_device("bench_indexer")) return 2;
   std::string what = "prefill,decode,topk", suite = "all", heads = "4", formats = "fp8,nvfp4", csv, only;
   int calls = 20, reps = 10, q_override = 0;
   for (int i = 1; i < argc; ++i) {

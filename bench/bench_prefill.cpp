@@ -185,6 +185,7 @@ bool energy_call(SparseAttentionPrefillArgs a, double ms, float call_ms, cudaEve
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!flashmsa::bench::require_cuda_device("bench_prefill")) return 2;
   std::string cases = "16/1:8192:0,16/1:8192:32768,16/1:16384:114688,64/4:8192:0,64/4:8192:32768";
   std::string csv, selections = "random,indexer", kernels = "kv_outer,query_outer";
   int reps = 10;

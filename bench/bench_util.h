@@ -24,6 +24,18 @@ inline std::vector<std::string> split(const std::string& s, char sep = ',') {
   return out;
 }
 
+/// The benchmarks time SM90 kernels: true when a CUDA device is visible, else prints why
+/// not ("<prog>: no CUDA device is visible ...") and returns false (the caller exits 2).
+inline bool require_cuda_device(const char* prog) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess && n > 0) return true;
+  std::fprintf(stderr, "%s: no CUDA device is visible (%s); this benchmark times the SM90 kernels on a GPU\n",
+               prog, e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+  (void)cudaGetLastError();
+  return false;
+}
+
 /// A device allocation freed at scope exit (cudaMalloc into `p`).
 struct DevBuf {
   void* p = nullptr;

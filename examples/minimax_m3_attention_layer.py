@@ -150,11 +150,25 @@ def main(argv=None):
     ap.add_argument("--kv-dtype", choices=("bf16", "fp8"), default="bf16")
     ap.add_argument("--compile", action="store_true", help="torch.compile(fullgraph=True) the layer steps")
     args = ap.parse_args(argv)
+    # Bad values end in argparse's usage error (exit 2) naming the option, not in a traceback.
+    for name in ("hidden", "batch", "prefill_len", "steps"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            ap.error(f"--{name.replace('_', '-')} {v}: expected a positive integer")
+    if not 1 <= args.mtp <= 16:
+        ap.error(f"--mtp {args.mtp}: expected 1..16 queries per request (the indexer decode plan's range)")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as e:
+        ap.error(f"--device {args.device!r}: {e}")
+    if device.type not in ("cpu", "cuda"):
+        ap.error(f"--device {args.device!r}: expected cpu or cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device is visible to torch; use --device cpu")
 
-    device = torch.device(args.device)
     cuda = device.type == "cuda"
-    hidden = args.hidden or (3072 if cuda else 512)
-    prefill_len = args.prefill_len or (4096 if cuda else 700)
+    hidden = args.hidden if args.hidden is not None else (3072 if cuda else 512)
+    prefill_len = args.prefill_len if args.prefill_len is not None else (4096 if cuda else 700)
     hq, hkv = (64, 4) if args.tp == 1 else (16, 1)
     kv_dtype = torch.float8_e4m3fn if args.kv_dtype == "fp8" else torch.bfloat16
     B, Q, steps = args.batch, args.mtp, args.steps

@@ -227,6 +227,19 @@ TEST(RunE2E, BadOptionsAreClearErrors) {
     ASSERT_FALSE(s.ok()) << b.needle;
     EXPECT_NE(s.message().find(b.needle), std::string::npos) << s.message();
   }
+  {  // --cases beyond the workload selects all of it and says so; a --case the selection
+     // already holds is not added again.
+    ft::RunRequest r;
+    r.workload = "lowlat";
+    r.cases = 1000;
+    r.cases_given = true;
+    r.case_ids = {kDecodeLowlat};
+    ft::RunOptions opts;
+    std::vector<ft::WorkloadCase> cases;
+    ASSERT_TRUE(ft::resolve_request(r, &opts, &cases).ok());
+    EXPECT_EQ(cases.size(), 12u);
+    EXPECT_NE(opts.selection.find("all 12 cases (--cases 1000)"), std::string::npos) << opts.selection;
+  }
   int hq = 0, hkv = 0;
   for (const char* h : {"64/4", "32/2", "16/1", "8/1"}) EXPECT_TRUE(ft::parse_heads(h, &hq, &hkv).ok()) << h;
   EXPECT_EQ(hq, 8);
@@ -251,6 +264,19 @@ TEST(RunE2E, CliFrontEnd) {
   EXPECT_EQ(run_cli({"run", "--case", "b9_s9_q9"}, &out, &err), 2);
   EXPECT_NE(err.find("b9_s9_q9"), std::string::npos) << err;
   EXPECT_EQ(run_cli({"run", "--check", "--no-check"}, &out, &err), 2);
+  // --cases below 1 (also -1, the API's "not given"), a negative or overflowing seed and a
+  // repeated --case id: exit 2, before running anything.
+  for (const char* n : {"-1", "0", "-7"}) {
+    EXPECT_EQ(run_cli({"run", "--workload", "lowlat", "--cases", n}, &out, &err), 2) << n;
+    EXPECT_NE(err.find(std::string("--cases ") + n + ": expected a positive number"), std::string::npos) << err;
+  }
+  for (const char* v : {"-1", "99999999999999999999", "12x"}) {
+    EXPECT_EQ(run_cli({"run", "--case", kDecodeLowlat, "--seed", v}, &out, &err), 2) << v;
+    EXPECT_NE(err.find(std::string("--seed '") + v + "'"), std::string::npos) << err;
+  }
+  EXPECT_EQ(run_cli({"run", "--case", kDecodeLowlat, "--case", kDecodeLowlat}, &out, &err), 2);
+  EXPECT_NE(err.find("given more than once"), std::string::npos) << err;
+  EXPECT_EQ(err.find("[1/"), std::string::npos) << "must fail before running: " << err;
   EXPECT_EQ(run_cli({"run", "--case", kDecodeLowlat, "--json", "/nonexistent-dir/r.json"}, &out, &err), 2);
   EXPECT_NE(err.find("--json '/nonexistent-dir/r.json'"), std::string::npos) << err;
   EXPECT_EQ(err.find("[1/1]"), std::string::npos) << "must fail before running: " << err;

@@ -13,6 +13,7 @@
 // command lines. See docs/cli.md.
 #pragma once
 
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <ostream>
@@ -54,13 +55,16 @@ inline int cli_main(int argc, const char* const* argv, std::ostream& out, std::o
       "TFLOP/s and GB/s, and an optional FP64 check. With no selection options: a default set of "
       "cheap real prefill and decode cases, check on.");
   run->add_option("--workload", req.workload, "prefill (128 benchmark cases), decode (full suite, 28), lowlat (12)");
-  run->add_option("--cases", req.cases, "run the N highest-weight cases of --workload (ties by case order)");
+  CLI::Option* cases_opt =
+      run->add_option("--cases", req.cases, "run the N highest-weight cases of --workload (ties by case order)");
   run->add_option("--case", req.case_ids, "case id (repeatable): prefill_<hex> or a decode name like b8_s1000_q8")
       ->allow_extra_args(false);
   add_common_options(run, &req);
   run->add_option("--device", req.device, "cpu, cuda or auto (auto = cuda when built with CUDA kernels and the CUDA runtime and a GPU is visible, else cpu)")
       ->capture_default_str();
-  run->add_option("--seed", req.seed, "seed of the synthetic inputs")->capture_default_str();
+  // Parsed as text: CLI11 would wrap "-1" or an overflowing value into a uint64.
+  std::string seed_text = std::to_string(req.seed);
+  run->add_option("--seed", seed_text, "seed of the synthetic inputs (0 .. 2^64-1)")->capture_default_str();
   run->add_flag("--check", check_on, "compare with an FP64 reference (attention and top-k), D8 tolerances");
   run->add_flag("--no-check", check_off, "skip the check (also for the default selection)");
   run->add_option("--check-rows", req.check_rows, "query rows per case the check samples (all heads each)")
@@ -96,7 +100,8 @@ inline int cli_main(int argc, const char* const* argv, std::ostream& out, std::o
     }
     out << "workload: " << (list_req.workload.empty() ? "default selection of `flashmsa run`" : list_req.workload)
         << " (estimates for heads " << opts.num_q_heads << "/" << opts.num_kv_heads << ", "
-        << kv_format_name(opts.kv_format) << " cache" << (opts.check ? ", check on" : "") << ")\n";
+        << kv_format_name(opts.kv_format) << " cache, " << kv_format_name(opts.index_format) << " index"
+        << (opts.check ? ", check on" : "") << ")\n";
     print_case_list(cases, opts, out);
     return 0;
   }
@@ -106,6 +111,18 @@ inline int cli_main(int argc, const char* const* argv, std::ostream& out, std::o
     return 2;
   }
   req.check = check_on ? 1 : (check_off ? 0 : -1);
+  req.cases_given = cases_opt->count() > 0;
+  {
+    unsigned long long v = 0;
+    const char* b = seed_text.data();
+    const char* e = b + seed_text.size();
+    const auto r = std::from_chars(b, e, v);
+    if (seed_text.empty() || r.ec != std::errc() || r.ptr != e) {
+      err << "flashmsa run: error: --seed '" << seed_text << "': expected an integer in 0 .. 2^64-1\n";
+      return 2;
+    }
+    req.seed = v;
+  }
   RunOptions opts;
   std::vector<WorkloadCase> cases;
   const Status s = resolve_request(req, &opts, &cases);

@@ -259,7 +259,12 @@ Status resolve_request(const RunRequest& req, RunOptions* o, std::vector<Workloa
     return bad("--check-rows " + std::to_string(req.check_rows) + ": expected 1..4096");
   if (req.warmup < 0 || req.warmup > 100)
     return bad("--warmup " + std::to_string(req.warmup) + ": expected 0..100");
-  if (req.cases == 0 || req.cases < -1) return bad("--cases " + std::to_string(req.cases) + ": expected a positive number of cases");
+  if (req.cases == 0 || req.cases < -1 || (req.cases_given && req.cases < 1))
+    return bad("--cases " + std::to_string(req.cases) + ": expected a positive number of cases");
+  for (std::size_t i = 0; i < req.case_ids.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (req.case_ids[i] == req.case_ids[j])
+        return bad("--case " + req.case_ids[i] + ": given more than once (each case runs once)");
   o->seed = req.seed;
   o->threads = req.threads;
   o->max_memory_gb = req.max_memory_gb;
@@ -290,14 +295,19 @@ Status resolve_request(const RunRequest& req, RunOptions* o, std::vector<Workloa
       FLASHMSA_RETURN_IF_ERROR(select_top_weighted(all, req.cases > 0 ? req.cases : static_cast<int>(all.size()), &top));
       *cases = std::move(top);
       sel << "workload " << workload_name(w);
-      if (req.cases > 0) sel << ", " << req.cases << " highest-weight cases";
+      if (req.cases > 0 && static_cast<std::size_t>(req.cases) < all.size())
+        sel << ", " << req.cases << " highest-weight cases";
+      else if (req.cases > 0)
+        sel << ", all " << all.size() << " cases (--cases " << req.cases << ")";
     }
   }
   for (const std::string& id : req.case_ids) {
     WorkloadCase c;
     FLASHMSA_RETURN_IF_ERROR(find_case(o->data_dir, id, &c));
-    cases->push_back(std::move(c));
     sel << (sel.tellp() > 0 ? ", " : "") << "case " << id;
+    // A case the --workload/--cases selection already holds runs once.
+    const bool held = std::any_of(cases->begin(), cases->end(), [&](const WorkloadCase& x) { return x.id == c.id; });
+    if (!held) cases->push_back(std::move(c));
   }
   o->selection = sel.str();
   return Status::Ok();

@@ -20,6 +20,7 @@ namespace flashmsa::tools {
 struct RunRequest {
   std::string workload;               ///< "" (default selection) | prefill | decode | lowlat
   int cases = -1;                     ///< --cases N (-1 = not given)
+  bool cases_given = false;           ///< --cases was on the command line (then N < 1 is an error)
   std::vector<std::string> case_ids;  ///< --case ID (repeatable)
   std::string heads = "64/4";         ///< --heads Hq/Hkv
   std::string kv_dtype = "bf16";      ///< --kv-dtype bf16|fp8|nvfp4
@@ -69,7 +70,9 @@ Status parse_heads(const std::string& s, int* hq, int* hkv);
 ///     check on unless --no-check;
 ///   --workload W [--cases N]: the N highest-weight cases of W (all when N is absent);
 ///   --case ID...: those cases, in the given order, appended to the workload's cases when
-///     --cases is given too (--workload W --case X without --cases runs X only).
+///     --cases is given too (--workload W --case X without --cases runs X only); a case
+///     the workload selection already holds is not added again, and an id given twice is
+///     an error.
 /// Errors (InvalidArgument) name the option and the value: unknown workload, case id,
 /// head split, dtype, device; --device cuda without CUDA kernels, without the CLI's CUDA
 /// runtime (FLASHMSA_TOOLS_CUDA) or without a visible GPU. --device auto picks cuda when all

@@ -47,7 +47,9 @@ __device__ void store_acc(float* d, const float (&acc)[64]) {
   }
 }
 
-__global__ void __launch_bounds__(128) selftest_kernel(int variant, const void* a, const void* b, float* d) {
+// One instantiation per variant (GmmaSelftest), so each holds a single wgmma chain.
+template <int variant>
+__global__ void __launch_bounds__(128) selftest_kernel(const void* a, const void* b, float* d) {
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   std::uint8_t* smem = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
   std::uint8_t* sa = smem;            // 64 x 256 B
@@ -56,7 +58,7 @@ __global__ void __launch_bounds__(128) selftest_kernel(int variant, const void* 
   const auto* bb = static_cast<const std::uint8_t*>(b);
   float acc[64];
   float p[64];
-  if (variant == 0 || variant == 2) {
+  if constexpr (variant == 0 || variant == 2) {
     const int row_bytes = variant == 0 ? 256 : 128;
     load_k_major(sa, ab, 64, row_bytes);
     load_k_major(sb, bb, 128, row_bytes);
@@ -84,7 +86,22 @@ __global__ void __launch_bounds__(128) selftest_kernel(int variant, const void* 
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   const std::uint32_t a0 = g::smem_addr(sa), b0 = g::smem_addr(sb);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;  // defined before the fence (the first wgmma overwrites it)
   g::fence_operands(acc);
+  // Register-A variants build every A fragment before the warpgroup fence, so no wgmma
+  // reads a register written after it (ptxas would inject warpgroup.arrive, C7519).
+  std::uint32_t fa[8][4];
+  if (variant == 1 || variant == 4) {
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      if (variant == 1) g::bf16_a_from_acc(p, s, fa[s]);
+      else g::f16_a_from_acc(p, s, fa[s]);
+    }
+  } else if (variant != 0 && variant != 2) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s) g::e4m3_a_from_acc(p, s, 1.0f, fa[s]);
+  }
   g::fence();
   if (variant == 0) {
 #pragma unroll
@@ -94,28 +111,16 @@ __global__ void __launch_bounds__(128) selftest_kernel(int variant, const void* 
     }
   } else if (variant == 1) {
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      std::uint32_t fa[4];
-      g::bf16_a_from_acc(p, s, fa);
-      g::bf16_rs_bmn(fa, g::desc_mn_sw128(b0 + s * 16 * 128, 128 * 128), acc, s > 0);
-    }
+    for (int s = 0; s < 8; ++s) g::bf16_rs_bmn(fa[s], g::desc_mn_sw128(b0 + s * 16 * 128, 128 * 128), acc, s > 0);
   } else if (variant == 2) {
 #pragma unroll
     for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_k_sw128(a0 + s * 32), g::desc_k_sw128(b0 + s * 32), acc, s > 0);
   } else if (variant == 4) {
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      std::uint32_t fa[4];
-      g::f16_a_from_acc(p, s, fa);
-      g::f16_rs_bmn(fa, g::desc_mn_sw128(b0 + s * 16 * 128, 128 * 128), acc, s > 0);
-    }
+    for (int s = 0; s < 8; ++s) g::f16_rs_bmn(fa[s], g::desc_mn_sw128(b0 + s * 16 * 128, 128 * 128), acc, s > 0);
   } else {
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      std::uint32_t fa[4];
-      g::e4m3_a_from_acc(p, s, 1.0f, fa);
-      g::e4m3_rs(fa, g::desc_k_sw128(b0 + s * 32), acc, s > 0);
-    }
+    for (int s = 0; s < 4; ++s) g::e4m3_rs(fa[s], g::desc_k_sw128(b0 + s * 32), acc, s > 0);
   }
   g::commit();
   g::wait<0>();
@@ -143,8 +148,17 @@ int nvfp4_lookup_selftest(std::uint8_t* out, void* stream) {
 
 int gmma_selftest(GmmaSelftest variant, const void* a, const void* b, float* d, void* stream) {
   const int smem = 16384 + 32768 + 1024;
-  cudaFuncSetAttribute(selftest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  selftest_kernel<<<1, 128, smem, static_cast<cudaStream_t>(stream)>>>(static_cast<int>(variant), a, b, d);
+  auto launch = [&](auto kernel) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    kernel<<<1, 128, smem, static_cast<cudaStream_t>(stream)>>>(a, b, d);
+  };
+  switch (static_cast<int>(variant)) {
+    case 0: launch(selftest_kernel<0>); break;
+    case 1: launch(selftest_kernel<1>); break;
+    case 2: launch(selftest_kernel<2>); break;
+    case 4: launch(selftest_kernel<4>); break;
+    default: launch(selftest_kernel<3>); break;
+  }
   return static_cast<int>(cudaGetLastError());
 }
 
