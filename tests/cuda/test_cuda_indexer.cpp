@@ -550,6 +550,39 @@ TEST(CudaIndexer, DecodeNvfp4Qgmma) {
   }
 }
 
+// The opt-in QGMMA prefill scorer over an E4M3 index K (FLASHMSA_FP8_QK=e4m3): 256-row
+// wide tiles since session 31 (score_kernel<true, kCopy, false, kWideRows>). Varlen with
+// prefixes (mid-page, chunked on a page boundary), q_len 1, empty requests, 1, 2, 4 and 8
+// heads, several tiles per request, unmapped pages and all-equal scores; page scores
+// checked to 2e-3 of the row max (QGMMA does not accumulate in FP32).
+TEST(CudaIndexer, PrefillE4m3Qgmma) {
+  REQUIRE_GPU();
+  using cuda::Fp8Qk;
+  struct Restore {
+    ~Restore() { cuda::set_indexer_fp8_qk_default(Fp8Qk::kDefault); }
+  } restore;
+  cuda::set_indexer_fp8_qk_default(Fp8Qk::kE4m3);
+  std::uint64_t seed = 3200;
+  auto go = [&](Case c) {
+    c.rel_tol = 2e-3f;
+    c.seed = seed++;
+    run_case(c);
+  };
+  for (int H : {1, 2, 4, 8})
+    go(prefill_case({300, 1, 200, 77, 0, 130, 700}, {0, 1000, 64 + 3 * 128, 2048, 500, 127, 9000}, H,
+                    KvFormat::fp8, DType::e4m3));
+  {
+    Case c = prefill_case({500, 260}, {4000, 3000}, 4, KvFormat::fp8, DType::e4m3);
+    c.unmapped = true;
+    go(c);
+  }
+  {
+    Case c = prefill_case({400}, {3000}, 2, KvFormat::fp8, DType::e4m3);
+    c.ties = true;
+    go(c);
+  }
+}
+
 TEST(CudaIndexer, DecodeShapes) {
   REQUIRE_GPU();
   std::uint64_t seed = 1;

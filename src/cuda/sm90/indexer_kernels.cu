@@ -227,12 +227,14 @@ struct Raw {
 // kSplit (FP8 only): each k32 QGMMA into a fresh zero accumulator, partials summed in
 // FP32 on the CUDA cores (Fp8Qk::kE4m3Split); 64 more accumulator registers, 1 CTA / SM.
 // kM: score rows per CTA, kTileRows or kWideRows (BF16 pages, copied or widened from
-// E4M3: kMB = 2 64-row wgmma blocks per warpgroup, one CTA per SM).
+// E4M3, or E4M3 pages copied for the opt-in QGMMA path: kMB = 2 64-row wgmma blocks per
+// warpgroup, one CTA per SM).
 template <bool kFp8, int kLoad, bool kSplit = false, int kM = kTileRows>
 __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     score_kernel(IndexerParams p, const int2* map, float* ws, long long ws_ld, int R, int chunk) {
-  static_assert(kM == kTileRows || (kM == kWideRows && !kFp8 && (kLoad == kCopy || kLoad == kE4m3ToBf16)),
-                "wide tiles: BF16 pages (copied or widened from E4M3) only");
+  static_assert(kM == kTileRows || (kM == kWideRows && !kSplit &&
+                                    (kLoad == kCopy || (!kFp8 && kLoad == kE4m3ToBf16))),
+                "wide tiles: BF16 pages (copied or widened from E4M3), or copied E4M3 pages on QGMMA");
   constexpr int kMB = kM / 128;  // 64-row wgmma blocks per warpgroup
   using C = Cfg<kFp8, kM>;
   constexpr int S = C::kStages;
@@ -460,10 +462,16 @@ __global__ void __launch_bounds__(kThreads, kSplit || kM == kWideRows ? 1 : 2)
     auto mma = [&](int mb, std::uint64_t db) {
       g::fence_operands(acc[mb]);
       g::fence();
+      if constexpr (kFp8) {  // opt-in QGMMA (Fp8Qk::kE4m3): one 128-byte panel per row
 #pragma unroll
-      for (int s = 0; s < 8; ++s)
-        g::bf16_ss(g::desc_add(da, mb * 64 * 256 + (s / 4) * 64 * 128 + (s % 4) * 32),
-                   g::desc_add(db, (s / 4) * kPage * 128 + (s % 4) * 32), acc[mb], s > 0);
+        for (int s = 0; s < 4; ++s)
+          g::e4m3_ss(g::desc_add(da, mb * 64 * 128 + s * 32), g::desc_add(db, s * 32), acc[mb], s > 0);
+      } else {
+#pragma unroll
+        for (int s = 0; s < 8; ++s)
+          g::bf16_ss(g::desc_add(da, mb * 64 * 256 + (s / 4) * 64 * 128 + (s % 4) * 32),
+                     g::desc_add(db, (s / 4) * kPage * 128 + (s % 4) * 32), acc[mb], s > 0);
+      }
       g::commit();
     };
     // Row max of block mb (rows 16w + l/4 and + 8; columns over the quad); lanes 2 mb and
@@ -1878,8 +1886,9 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   const bool fp8 = p.q_e4m3 && p.k_format != 0 && mode != Fp8Qk::kExact;
   const bool split = mode == Fp8Qk::kE4m3Split;
   // Prefill over a BF16 or E4M3 index-K (BF16 images, pre-converted or widened in shared
-  // memory): 256-row tiles (kWideRows).
-  const bool wide = !decode && !fp8 && (p.k_format == 0 || p.k_format == 1) && wide_tiles_enabled();
+  // memory; or E4M3 bytes on the opt-in QGMMA path): 256-row tiles (kWideRows).
+  const bool wide = !decode && (fp8 ? (!split && p.k_format == 1) : (p.k_format == 0 || p.k_format == 1)) &&
+                    wide_tiles_enabled();
   const int tile_rows = wide ? kWideRows : kTileRows;
   const int R = decode ? p.queries_per_request : tile_rows / p.heads;
   const long long tiles = tiles_of(p.num_rows, p.heads, p.batch, !decode, tile_rows);
@@ -1941,7 +1950,8 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
         err = p.k_format == 1 ? launch_scores<true, kCopy, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       } else if (fp8) {
-        err = p.k_format == 1 ? launch_scores<true, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+        err = p.k_format == 1 ? (wide ? launch_scores<true, kCopy, false, kWideRows>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
+                                      : launch_scores<true, kCopy>(p, map, ws, ws_ld, R, tiles, c, sp, stream))
                               : launch_scores<true, kNvfp4ToE4m3>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
       } else if (pre) {
         std::uint8_t* k16 = static_cast<std::uint8_t*>(pre_buf);

@@ -48,7 +48,9 @@ namespace flashmsa::cuda {
 ///    adversarial data (D8 allows 2e-4). Opt-in only. Decode over an NVFP4 index K (at
 ///    most 64 score rows per request) runs it in the warpgroup decode scorer on the
 ///    dequantised E4M3 bytes (session 31: 2.4-2.8 TB/s of index-K bytes, against 2.1-2.4
-///    for the exact per-warp kernel); otherwise in the 128-row tile kernel.
+///    for the exact per-warp kernel); prefill over an E4M3 index K on the 256-row wide
+///    tiles (session 31: 839 TF/s at (2048, 1M, 4 heads), against 536 exact); otherwise
+///    in the 128-row tile kernel.
 ///  kE4m3Split: QGMMA, each k32 wgmma into a fresh zero accumulator, the four partials
 ///    summed in FP32 on the CUDA cores (promotion every 32 products). Its accuracy on
 ///    adversarial data is measured by test_cuda_indexer (Fp8QkPrecision).
