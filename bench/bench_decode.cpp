@@ -248,7 +248,6 @@ bool bench_case(const tools::WorkloadCase& wc, const std::string& suite, int hq,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!flashmsa::bench::require_cuda_device("bench_decode")) return 2;
   std::string suite = "all", heads = "64/4,16/1", formats = "bf16,fp8,nvfp4", csv, only_cases;
   int calls = 120, reps = 20, q_override = 0;
   for (int i = 1; i < argc; ++i) {
@@ -283,6 +282,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!flashmsa::bench::require_cuda_device("bench_decode")) return 2;  // after --help
   std::vector<std::pair<std::string, std::vector<tools::WorkloadCase>>> suites;
   if (!flashmsa::bench::load_decode_suites(suite, {"low_latency", "full"}, q_override, &suites)) return 2;
   std::vector<Row> rows;
