@@ -225,7 +225,6 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!flashmsa::bench::require_cuda_device("bench_combine_sm")) return 2;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   long long rows = 131072;  // 8192 queries x 16 heads: the (16/1, 8192, 32768) case
   std::string ctas = "132,66,33,16,8", csv, free_sms = "132,33,16,12,8";
@@ -244,6 +243,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--rows: expected a positive multiple of 16, got %lld\n", rows);
     return 2;
   }
+  if (!flashmsa::bench::require_cuda_device("bench_combine_sm")) return 2;  // after the usage checks
   std::uint8_t *o = nullptr, *out = nullptr;
   float2* ml = nullptr;
   const size_t o_bytes = static_cast<size_t>(kSlots) * rows * 256, ml_bytes = static_cast<size_t>(kSlots) * rows * 8;

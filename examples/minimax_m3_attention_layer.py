@@ -164,7 +164,9 @@ def main(argv=None):
     if device.type not in ("cpu", "cuda"):
         ap.error(f"--device {args.device!r}: expected cpu or cuda")
     if device.type == "cuda" and not torch.cuda.is_available():
-        ap.error("--device cuda: no CUDA device is visible to torch; use --device cpu")
+        ap.error(f"--device {args.device}: no CUDA device is visible to torch; use --device cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        ap.error(f"--device {args.device}: expected an index below {torch.cuda.device_count()} (visible CUDA devices)")
 
     cuda = device.type == "cuda"
     hidden = args.hidden if args.hidden is not None else (3072 if cuda else 512)

@@ -695,7 +695,7 @@ constexpr int dec_ctas_per_sm() { return NT >= 8 ? 1 : FLASHMSA_DEC_CTAS_PER_SM;
 // Requests a decode_score_kernel launch handles (its page prefix lives in shared memory).
 constexpr int kDecMaxBatch = 4096;
 // 6144: the static shared memory (the scan's storage, NVFP4's 4 KB block-scale table; ptxas:
-// 1696 / 5792 bytes).
+// 1696 / 5792 bytes for the per-warp kernel).
 // The per-warp kernel runs NVFP4 index-K only (72 bytes per token; E4M3 takes the warpgroup
 // kernel, see launch_decode_scores_nt).
 static_assert(FLASHMSA_DEC_WARPS * FLASHMSA_DEC_STAGES * FLASHMSA_DEC_UNIT_TOKENS * 72 + 4 * (kDecMaxBatch + 1) +
@@ -719,8 +719,9 @@ __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
 // Raw words of slot token t for this thread: dims 32q..32q+31 as 8 words of 4 E4M3
 // bytes (word s = dims 32q + 4s .. + 3). NVFP4: each block scale's 8 magnitudes come from
 // nv_tab (shared memory, 256 entries of g::nvfp4_lut as {t.x, t.y, d, 0}, filled once per CTA): one
-// shared load per 16 dims instead of about 12 ALU instructions.
-template <bool kNv>
+// shared load per 16 dims instead of about 12 ALU instructions. kSlotTok: tokens per slot
+// (NVFP4: the block scales follow the slot's kSlotTok x 64 code bytes).
+template <bool kNv, int kSlotTok = kUnitTok>
 __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, int q, const uint4* nv_tab,
                                               std::uint32_t (&w)[8]) {
   if constexpr (!kNv) {
@@ -730,7 +731,7 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
     w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
   } else {
     const uint4 c = *reinterpret_cast<const uint4*>(slot + t * 64 + q * 16);  // 32 codes
-    const std::uint8_t* sc = slot + kUnitTok * 64 + t * 8 + 2 * q;            // their 2 block scales
+    const std::uint8_t* sc = slot + kSlotTok * 64 + t * 8 + 2 * q;            // their 2 block scales
     const std::uint32_t cw[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // block scale of dims 32q + 16 half ..
@@ -1130,11 +1131,15 @@ constexpr int decwg_smem_bytes() {
   return 1024 + decwg_groups<NT, kQ8>() * (8 * NT * decwg_qrow_bytes<kQ8>() +
                                            4 * decwg_stages<NT, kQ8>() * decwg_slot_bytes<kQ8>() + 2 * 4 * 8 * NT * 4);
 }
-static_assert(decwg_smem_bytes<8>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
-                  decwg_smem_bytes<4>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
-                  decwg_smem_bytes<8, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024 &&
-                  decwg_smem_bytes<4, true>() + 4 * (kDecMaxBatch + 1) + 6144 <= 227 * 1024,
+// 8192: the static shared memory (the scan's storage for 512 threads, kQ8's 4 KB table;
+// ptxas: 2208 / 6304 bytes).
+static_assert(decwg_smem_bytes<8>() + 4 * (kDecMaxBatch + 1) + 8192 <= 227 * 1024 &&
+                  decwg_smem_bytes<4>() + 4 * (kDecMaxBatch + 1) + 8192 <= 227 * 1024 &&
+                  decwg_smem_bytes<8, true>() + 4 * (kDecMaxBatch + 1) + 8192 <= 227 * 1024 &&
+                  decwg_smem_bytes<4, true>() + 4 * (kDecMaxBatch + 1) + 8192 <= 227 * 1024,
               "warpgroup decode scoring: smem must fit the 227 KB per CTA");
+static_assert(FLASHMSA_DECWG_NV_STAGES >= 2 && FLASHMSA_DECWG_NV_STAGES <= 32,
+              "the NVFP4 ring keeps one page in flight at least (vmask: 32 bits)");
 static_assert(FLASHMSA_DECWG_STAGES >= 2, "the ring keeps one page in flight at least");
 
 __device__ __forceinline__ void st_shared_u32(std::uint32_t addr, std::uint32_t v) {
@@ -1153,7 +1158,6 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kQ8>(), 1)
   constexpr int kSlot = decwg_slot_bytes<kQ8>();
   constexpr int kQRow = decwg_qrow_bytes<kQ8>();
   constexpr int S = decwg_stages<NT, kQ8>();
-  static_assert(kUnitTok == 32, "dec_row_words reads 32-token slots");
   extern __shared__ __align__(16) std::uint8_t dsmem[];
   // Pointer arithmetic on dsmem itself, so the compiler keeps the shared address space (LDS).
   std::uint8_t* base = dsmem + ((1024u - (g::smem_addr(dsmem) & 1023u)) & 1023u);
@@ -1308,8 +1312,8 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kQ8>(), 1)
     constexpr int kSteps = kQ8 ? 4 : 8;
     auto convert_tile = [&](int h, std::uint32_t (&a)[kSteps][4]) {
       std::uint32_t wa[8], wb2[8];
-      dec_row_words<kQ8>(slot, 16 * h + r, q, nv_tab, wa);
-      dec_row_words<kQ8>(slot, 16 * h + r + 8, q, nv_tab, wb2);
+      dec_row_words<kQ8, 32>(slot, 16 * h + r, q, nv_tab, wa);  // 32-token slots
+      dec_row_words<kQ8, 32>(slot, 16 * h + r + 8, q, nv_tab, wb2);
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
         if constexpr (kQ8) {
@@ -1744,13 +1748,19 @@ cudaError_t launch_decode_scores(const IndexerParams& p, float* ws, long long ws
 // QGMMA (decode_score_wg_kernel<NT, true>), at most 64 score rows per request, and the
 // 16-byte (NVFP4 scales: 8-byte) alignment their vector loads and copies need. Anything
 // else takes score_kernel.
+// The decode scoring kernel is the warpgroup one (decode_score_wg_kernel): E4M3 index K,
+// or NVFP4 on QGMMA (see launch_decode_scores_nt).
+bool decode_uses_wg_kernel(const IndexerParams& p, Fp8Qk mode) {
+  return p.k_format == 1 || (p.k_format == 2 && mode == Fp8Qk::kE4m3);
+}
+
 bool decode_mma_applies(const IndexerParams& p, bool decode, Fp8Qk mode) {
   if (!decode || !p.q_e4m3 || p.k_format == 0) return false;
   if (mode != Fp8Qk::kExact && !(mode == Fp8Qk::kE4m3 && p.k_format == 2)) return false;
   if (static_cast<long long>(p.queries_per_request) * p.heads > 64 || p.batch > kDecMaxBatch) return false;
   if (static_cast<long long>(p.batch) * p.bt_width >= (1LL << 31)) return false;  // int page prefix
   // The warpgroup kernels' 32-bit token steps (up to 56 tokens).
-  if ((p.k_format == 1 || mode == Fp8Qk::kE4m3) && p.k_stride[1] > (1 << 20)) return false;
+  if (decode_uses_wg_kernel(p, mode) && p.k_stride[1] > (1 << 20)) return false;
   auto al = [](std::uintptr_t v, unsigned a) { return v % a == 0; };
   bool ok = al(reinterpret_cast<std::uintptr_t>(p.q), 16) && al(static_cast<std::uintptr_t>(p.q_stride[0]), 16) &&
             al(static_cast<std::uintptr_t>(p.q_stride[1]), 16) && al(reinterpret_cast<std::uintptr_t>(p.k_data), 16) &&
@@ -1945,7 +1955,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
       const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
       if (dec_mma) {
         err = p.k_format == 1 ? launch_decode_scores_nt<false>(p, ws, ws_ld, sms, stream, false)
-                              : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream, mode == Fp8Qk::kE4m3);
+                              : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream, decode_uses_wg_kernel(p, mode));
       } else if (fp8 && split) {
         err = p.k_format == 1 ? launch_scores<true, kCopy, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
