@@ -499,6 +499,24 @@ TEST(CudaIndexer, Fp8QkPrecision) {
   }
 }
 
+// Runs cases on the opt-in QGMMA scoring path (Fp8Qk::kE4m3, restored at scope exit) with
+// page scores checked to 2e-3 of the row max, each with the next seed.
+class QgmmaCases {
+ public:
+  explicit QgmmaCases(std::uint64_t seed) : seed_(seed) { cuda::set_indexer_fp8_qk_default(cuda::Fp8Qk::kE4m3); }
+  ~QgmmaCases() { cuda::set_indexer_fp8_qk_default(cuda::Fp8Qk::kDefault); }
+  QgmmaCases(const QgmmaCases&) = delete;
+  QgmmaCases& operator=(const QgmmaCases&) = delete;
+  void operator()(Case c) {
+    c.rel_tol = 2e-3f;
+    c.seed = seed_++;
+    run_case(c);
+  }
+
+ private:
+  std::uint64_t seed_;
+};
+
 // The opt-in QGMMA decode scorer (FLASHMSA_FP8_QK=e4m3 over an NVFP4 index K:
 // decode_score_wg_kernel<NT, true>, session 31): the shapes, boundaries, ties, unmapped
 // pages and many-pages-per-group cases of the exact kernels, with page scores checked to
@@ -506,17 +524,7 @@ TEST(CudaIndexer, Fp8QkPrecision) {
 // error on adversarial data) and top-k sets where the cut is separated by that bound.
 TEST(CudaIndexer, DecodeNvfp4Qgmma) {
   REQUIRE_GPU();
-  using cuda::Fp8Qk;
-  struct Restore {
-    ~Restore() { cuda::set_indexer_fp8_qk_default(Fp8Qk::kDefault); }
-  } restore;
-  cuda::set_indexer_fp8_qk_default(Fp8Qk::kE4m3);
-  std::uint64_t seed = 3100;
-  auto go = [&](Case c) {
-    c.rel_tol = 2e-3f;
-    c.seed = seed++;
-    run_case(c);
-  };
+  QgmmaCases go(3100);
   for (int Q : {1, 3, 8, 16})
     for (int H : {1, 2, 4, 8}) {  // 8, 16, 32 and 64-row tiles; beyond 64 the score kernel
       Case c = decode_case({1, 127, 128, 129, 0, 2, 2100, 5000 + 37 * Q, 16 * 128 + 1, 17 * 128}, Q, H,
@@ -557,17 +565,7 @@ TEST(CudaIndexer, DecodeNvfp4Qgmma) {
 // checked to 2e-3 of the row max (QGMMA does not accumulate in FP32).
 TEST(CudaIndexer, PrefillE4m3Qgmma) {
   REQUIRE_GPU();
-  using cuda::Fp8Qk;
-  struct Restore {
-    ~Restore() { cuda::set_indexer_fp8_qk_default(Fp8Qk::kDefault); }
-  } restore;
-  cuda::set_indexer_fp8_qk_default(Fp8Qk::kE4m3);
-  std::uint64_t seed = 3200;
-  auto go = [&](Case c) {
-    c.rel_tol = 2e-3f;
-    c.seed = seed++;
-    run_case(c);
-  };
+  QgmmaCases go(3200);
   for (int H : {1, 2, 4, 8})
     go(prefill_case({300, 1, 200, 77, 0, 130, 700}, {0, 1000, 64 + 3 * 128, 2048, 500, 127, 9000}, H,
                     KvFormat::fp8, DType::e4m3));
