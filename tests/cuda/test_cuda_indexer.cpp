@@ -500,17 +500,20 @@ TEST(CudaIndexer, Fp8QkPrecision) {
 }
 
 // Runs cases on the opt-in QGMMA scoring path (Fp8Qk::kE4m3, restored at scope exit) with
-// page scores checked to 2e-3 of the row max, each with the next seed.
+// page scores checked to 2e-3 of the row max, each with the next seed, and checks that the
+// expected scoring kernel ran.
 class QgmmaCases {
  public:
   explicit QgmmaCases(std::uint64_t seed) : seed_(seed) { cuda::set_indexer_fp8_qk_default(cuda::Fp8Qk::kE4m3); }
   ~QgmmaCases() { cuda::set_indexer_fp8_qk_default(cuda::Fp8Qk::kDefault); }
   QgmmaCases(const QgmmaCases&) = delete;
   QgmmaCases& operator=(const QgmmaCases&) = delete;
-  void operator()(Case c) {
+  void operator()(Case c, cuda::IndexerScoreKernel want) {
     c.rel_tol = 2e-3f;
     c.seed = seed_++;
     run_case(c);
+    EXPECT_EQ(static_cast<int>(cuda::indexer_last_score_kernel()), static_cast<int>(want))
+        << "seed " << c.seed << ": not the expected scoring kernel";
   }
 
  private:
@@ -525,22 +528,23 @@ class QgmmaCases {
 TEST(CudaIndexer, DecodeNvfp4Qgmma) {
   REQUIRE_GPU();
   QgmmaCases go(3100);
+  constexpr auto kWgQ8 = cuda::IndexerScoreKernel::kDecodeWgQ8;
   for (int Q : {1, 3, 8, 16})
     for (int H : {1, 2, 4, 8}) {  // 8, 16, 32 and 64-row tiles; beyond 64 the score kernel
       Case c = decode_case({1, 127, 128, 129, 0, 2, 2100, 5000 + 37 * Q, 16 * 128 + 1, 17 * 128}, Q, H,
                            KvFormat::nvfp4, DType::e4m3);
       c.extra_width = 2;
-      go(c);
+      go(c, Q * H <= 64 ? kWgQ8 : cuda::IndexerScoreKernel::kTile);
     }
   {
     Case c = decode_case({3000, 129, 4000}, 8, 4, KvFormat::nvfp4, DType::e4m3);
     c.ties = true;
-    go(c);
+    go(c, kWgQ8);
   }
   {
     Case c = decode_case({3000, 129, 9000, 700, 0}, 8, 4, KvFormat::nvfp4, DType::e4m3);
     c.unmapped = true;
-    go(c);
+    go(c, kWgQ8);
   }
   for (int Q : {4, 8, 16}) {
     std::vector<int> lens;
@@ -548,13 +552,13 @@ TEST(CudaIndexer, DecodeNvfp4Qgmma) {
     for (int i = 0; i < nreq; ++i) lens.push_back(4000 + (i * 104729) % 12000);
     Case c = decode_case(lens, Q, 4, KvFormat::nvfp4, DType::e4m3);
     c.unmapped = Q == 8;
-    go(c);
+    go(c, kWgQ8);
   }
   {
     std::vector<int> lens;
     for (int i = 0; i < 1100; ++i) lens.push_back(1 + (i * 7919) % 6000);
     lens.push_back(900000);
-    go(decode_case(lens, 1, 4, KvFormat::nvfp4, DType::e4m3));
+    go(decode_case(lens, 1, 4, KvFormat::nvfp4, DType::e4m3), kWgQ8);
   }
 }
 
@@ -566,18 +570,20 @@ TEST(CudaIndexer, DecodeNvfp4Qgmma) {
 TEST(CudaIndexer, PrefillE4m3Qgmma) {
   REQUIRE_GPU();
   QgmmaCases go(3200);
+  constexpr auto kWide = cuda::IndexerScoreKernel::kWide;
   for (int H : {1, 2, 4, 8})
     go(prefill_case({300, 1, 200, 77, 0, 130, 700}, {0, 1000, 64 + 3 * 128, 2048, 500, 127, 9000}, H,
-                    KvFormat::fp8, DType::e4m3));
+                    KvFormat::fp8, DType::e4m3),
+       kWide);
   {
     Case c = prefill_case({500, 260}, {4000, 3000}, 4, KvFormat::fp8, DType::e4m3);
     c.unmapped = true;
-    go(c);
+    go(c, kWide);
   }
   {
     Case c = prefill_case({400}, {3000}, 2, KvFormat::fp8, DType::e4m3);
     c.ties = true;
-    go(c);
+    go(c, kWide);
   }
 }
 

@@ -1832,6 +1832,7 @@ Fp8Qk fp8_qk_from_env() {
   return m;
 }
 std::atomic<int> g_fp8_qk_override{static_cast<int>(Fp8Qk::kDefault)};
+std::atomic<int> g_last_score_kernel{static_cast<int>(IndexerScoreKernel::kNone)};
 long long ws_ld_of(long long W) { return W < 8 ? 8 : (W + 7) / 8 * 8; }
 // CTA tiles: decode one per request; prefill at most ceil(rows / R) + batch (R =
 // tile_rows / H rows per tile, a tile never spans two requests).
@@ -1861,6 +1862,10 @@ Fp8Qk indexer_fp8_qk_default() {
   if (o != static_cast<int>(Fp8Qk::kDefault)) return static_cast<Fp8Qk>(o);
   static const Fp8Qk env = fp8_qk_from_env();  // read and logged once
   return env;
+}
+
+IndexerScoreKernel indexer_last_score_kernel() {
+  return static_cast<IndexerScoreKernel>(g_last_score_kernel.load(std::memory_order_relaxed));
 }
 
 void set_indexer_fp8_qk_default(Fp8Qk mode) {
@@ -1953,6 +1958,11 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     splits = (W + chunk - 1) / chunk;
     if (err == cudaSuccess) {
       const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
+      const IndexerScoreKernel used = !dec_mma                          ? (wide ? IndexerScoreKernel::kWide : IndexerScoreKernel::kTile)
+                                      : p.k_format == 1                 ? IndexerScoreKernel::kDecodeWg
+                                      : decode_uses_wg_kernel(p, mode) ? IndexerScoreKernel::kDecodeWgQ8
+                                                                        : IndexerScoreKernel::kDecodeWarp;
+      g_last_score_kernel.store(static_cast<int>(used), std::memory_order_relaxed);
       if (dec_mma) {
         err = p.k_format == 1 ? launch_decode_scores_nt<false>(p, ws, ws_ld, sms, stream, false)
                               : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream, decode_uses_wg_kernel(p, mode));

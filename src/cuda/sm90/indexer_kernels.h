@@ -66,6 +66,14 @@ void set_indexer_fp8_qk_default(Fp8Qk mode);
 /// "exact" | "e4m3" | "e4m3_split".
 const char* fp8_qk_name(Fp8Qk mode);
 
+/// The page-scoring kernel of the process's last launch_indexer call that scored pages
+/// (for tests: which path ran). kTile: score_kernel on 128-row tiles; kWide: on 256-row
+/// tiles; kDecodeWarp: decode_score_kernel (NVFP4, exact); kDecodeWg:
+/// decode_score_wg_kernel (E4M3, exact); kDecodeWgQ8: decode_score_wg_kernel on QGMMA
+/// (NVFP4, Fp8Qk::kE4m3).
+enum class IndexerScoreKernel : int { kNone = 0, kTile, kWide, kDecodeWarp, kDecodeWg, kDecodeWgQ8 };
+IndexerScoreKernel indexer_last_score_kernel();
+
 struct IndexerParams {
   Fp8Qk fp8_qk = Fp8Qk::kDefault; // E4M3 x E4M3 / NVFP4 scoring path
   const void* q = nullptr;        // bf16 | e4m3 [T, H, 128]; strides in elements
