@@ -55,6 +55,9 @@ struct Case {
   // enough are unmapped in the GPU's block table; they must score NaN (rank last, D2)
   // and the CPU reference is patched to match.
   bool unmapped = false;
+  // NVFP4 only: the codes viewed out of [pages, 128, 80] bytes and the block scales out of
+  // [pages, 128, 16] (token strides 80 and 16, not the dense 64 and 8).
+  bool padded = false;
   std::uint64_t seed = 1;
   // Adversarial E4M3 data for the FP8 scoring paths (q e4m3, K fp8 / nvfp4):
   // 1 = every value positive with exponents spread over the whole E4M3 range (large
@@ -106,6 +109,7 @@ std::string describe(const Case& c) {
   if (c.ties) s += " ties";
   if (c.nans) s += " nans";
   if (c.unmapped) s += " unmapped";
+  if (c.padded) s += " padded";
   if (c.head_major) s += " head-major";
   return s;
 }
@@ -178,12 +182,17 @@ void run_case(const Case& c) {
     kd.reset(DType::e4m3, {num_pages, 128, 128});
     testing::fill_random_e4m3(kd, rng);
   } else {
-    kd.reset(DType::u8, {num_pages, 128, 64});
+    kd.reset(DType::u8, {num_pages, 128, c.padded ? 80 : 64});
     testing::fill_random_e4m3(kd, rng);  // any byte is two valid e2m1 codes
-    ks.reset(DType::e4m3, {num_pages, 128, 8});
+    ks.reset(DType::e4m3, {num_pages, 128, c.padded ? 16 : 8});
     testing::fill_random_e4m3(ks, rng);
     cache.global_scale = 0.375f;
   }
+  // The views the indexer gets: padded storage narrowed to [pages, 128, 64] / [.., 8].
+  auto narrow = [](TensorView v, std::int64_t last) {
+    v.shape[2] = last;
+    return v;
+  };
   const std::size_t page_bytes = kd.bytes() / static_cast<std::size_t>(num_pages);
   auto* kbytes = static_cast<std::uint8_t*>(kd.view().data);
   if (c.ties) {
@@ -220,8 +229,8 @@ void run_case(const Case& c) {
       cache.global_scale = 1.0f;
     }
   }
-  cache.data = kd.view();
-  if ((c.format == KvFormat::nvfp4)) cache.block_scale = ks.view();
+  cache.data = c.format == KvFormat::nvfp4 ? narrow(kd.view(), 64) : kd.view();
+  if ((c.format == KvFormat::nvfp4)) cache.block_scale = narrow(ks.view(), 8);
 
   // Outputs: token-major or head-major storage, viewed as [T, H, K].
   const int K = c.K;
@@ -253,8 +262,8 @@ void run_case(const Case& c) {
   std::unique_ptr<DeviceTensor> dks;
   if ((c.format == KvFormat::nvfp4)) dks = std::make_unique<DeviceTensor>(ks);
   IndexKCache dcache = cache;
-  dcache.data = dkd.view();
-  if (dks) dcache.block_scale = dks->view();
+  dcache.data = c.format == KvFormat::nvfp4 ? narrow(dkd.view(), 64) : dkd.view();
+  if (dks) dcache.block_scale = narrow(dks->view(), 8);
   TensorView dtopk_view = dtopk.view();
   if (c.head_major) {  // storage [H, T, K] viewed as [T, H, K]
     dtopk_view.shape[0] = T;
@@ -546,6 +555,11 @@ TEST(CudaIndexer, DecodeNvfp4Qgmma) {
     c.unmapped = true;
     go(c, kWgQ8);
   }
+  for (int Q : {1, 8}) {  // padded code and scale rows (strides 80 and 16 bytes per token)
+    Case c = decode_case({3000, 129, 9000, 700}, Q, 4, KvFormat::nvfp4, DType::e4m3);
+    c.padded = true;
+    go(c, kWgQ8);
+  }
   for (int Q : {4, 8, 16}) {
     std::vector<int> lens;
     const int nreq = Q == 16 ? 24 : 40;
@@ -651,6 +665,15 @@ TEST(CudaIndexer, DecodeE4m3Shapes) {
     Case c = decode_case(lens, 1, 4, f, DType::e4m3);
     c.seed = seed++;
     run_case(c);
+  }
+  // NVFP4 with padded code and scale rows (token strides 80 and 16 bytes): the per-warp
+  // kernel's copies and block-scale reads take the strides, not the dense 64 / 8.
+  for (int Q : {1, 8}) {
+    Case c = decode_case({3000, 129, 9000, 700}, Q, 4, KvFormat::nvfp4, DType::e4m3);
+    c.padded = true;
+    c.seed = seed++;
+    run_case(c);
+    EXPECT_EQ(static_cast<int>(cuda::indexer_last_score_kernel()), static_cast<int>(cuda::IndexerScoreKernel::kDecodeWarp));
   }
 }
 
