@@ -62,11 +62,11 @@ __global__ void __launch_bounds__(128) selftest_kernel(const void* a, const void
     const int row_bytes = variant == 0 ? 256 : 128;
     load_k_major(sa, ab, 64, row_bytes);
     load_k_major(sb, bb, 128, row_bytes);
-  } else if (variant == 1) {
+  } else if constexpr (variant == 1) {
     // B as [K][N] bf16: rows are K (tokens), MN-major panels of 64 columns.
     load_k_major(sb, bb, 128, 256);
     load_acc(static_cast<const float*>(a), p);
-  } else if (variant == 4) {
+  } else if constexpr (variant == 4) {
     // B as [K][N] e4m3, widened to f16 two bytes at a time into MN-major panels.
     for (int i = threadIdx.x; i < 128 * 64; i += blockDim.x) {
       const int k = i / 64, n = (i % 64) * 2;
@@ -86,36 +86,34 @@ __global__ void __launch_bounds__(128) selftest_kernel(const void* a, const void
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   const std::uint32_t a0 = g::smem_addr(sa), b0 = g::smem_addr(sb);
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;  // defined before the fence (the first wgmma overwrites it)
   g::fence_operands(acc);
   // Register-A variants build every A fragment before the warpgroup fence, so no wgmma
   // reads a register written after it (ptxas would inject warpgroup.arrive, C7519).
   std::uint32_t fa[8][4];
-  if (variant == 1 || variant == 4) {
+  if constexpr (variant == 1 || variant == 4) {
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
-      if (variant == 1) g::bf16_a_from_acc(p, s, fa[s]);
+      if constexpr (variant == 1) g::bf16_a_from_acc(p, s, fa[s]);
       else g::f16_a_from_acc(p, s, fa[s]);
     }
-  } else if (variant != 0 && variant != 2) {
+  } else if constexpr (variant == 3) {
 #pragma unroll
     for (int s = 0; s < 4; ++s) g::e4m3_a_from_acc(p, s, 1.0f, fa[s]);
   }
   g::fence();
-  if (variant == 0) {
+  if constexpr (variant == 0) {
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
       const std::uint32_t off = (s % 4) * 32;  // k16 step inside a 128-byte panel row
       g::bf16_ss(g::desc_k_sw128(a0 + (s / 4) * 64 * 128 + off), g::desc_k_sw128(b0 + (s / 4) * 128 * 128 + off), acc, s > 0);
     }
-  } else if (variant == 1) {
+  } else if constexpr (variant == 1) {
 #pragma unroll
     for (int s = 0; s < 8; ++s) g::bf16_rs_bmn(fa[s], g::desc_mn_sw128(b0 + s * 16 * 128, 128 * 128), acc, s > 0);
-  } else if (variant == 2) {
+  } else if constexpr (variant == 2) {
 #pragma unroll
     for (int s = 0; s < 4; ++s) g::e4m3_ss(g::desc_k_sw128(a0 + s * 32), g::desc_k_sw128(b0 + s * 32), acc, s > 0);
-  } else if (variant == 4) {
+  } else if constexpr (variant == 4) {
 #pragma unroll
     for (int s = 0; s < 8; ++s) g::f16_rs_bmn(fa[s], g::desc_mn_sw128(b0 + s * 16 * 128, 128 * 128), acc, s > 0);
   } else {
@@ -156,8 +154,9 @@ int gmma_selftest(GmmaSelftest variant, const void* a, const void* b, float* d, 
     case 0: launch(selftest_kernel<0>); break;
     case 1: launch(selftest_kernel<1>); break;
     case 2: launch(selftest_kernel<2>); break;
+    case 3: launch(selftest_kernel<3>); break;
     case 4: launch(selftest_kernel<4>); break;
-    default: launch(selftest_kernel<3>); break;
+    default: return static_cast<int>(cudaErrorInvalidValue);  // not a GmmaSelftest value
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -17,7 +17,8 @@ enum class GmmaSelftest : int {
 };
 
 /// Runs one variant on device pointers (a, b as described, d f32 [64][128] row-major).
-/// Returns the CUDA error code as an int (0 = success).
+/// Returns the CUDA error code as an int (0 = success; cudaErrorInvalidValue for a value
+/// that is not a GmmaSelftest variant).
 int gmma_selftest(GmmaSelftest variant, const void* a, const void* b, float* d, void* stream);
 
 /// The NVFP4 dequantisation every SM90 kernel uses (gmma.cuh: nvfp4_lut + nvfp4x8_lookup)

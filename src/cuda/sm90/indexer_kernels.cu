@@ -1898,6 +1898,7 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
   // see the header).
   const Fp8Qk mode = p.fp8_qk == Fp8Qk::kDefault ? indexer_fp8_qk_default() : p.fp8_qk;
   const bool dec_mma = decode_mma_applies(p, decode, mode);
+  const bool dec_q8 = dec_mma && p.k_format == 2 && decode_uses_wg_kernel(p, mode);  // NVFP4 on QGMMA
   const bool fp8 = p.q_e4m3 && p.k_format != 0 && mode != Fp8Qk::kExact;
   const bool split = mode == Fp8Qk::kE4m3Split;
   // Prefill over a BF16 or E4M3 index-K (BF16 images, pre-converted or widened in shared
@@ -1958,14 +1959,14 @@ int launch_indexer(const IndexerParams& p, void* stream_ptr, void* workspace, st
     splits = (W + chunk - 1) / chunk;
     if (err == cudaSuccess) {
       const int c = static_cast<int>(chunk), sp = static_cast<int>(splits);
-      const IndexerScoreKernel used = !dec_mma                          ? (wide ? IndexerScoreKernel::kWide : IndexerScoreKernel::kTile)
-                                      : p.k_format == 1                 ? IndexerScoreKernel::kDecodeWg
-                                      : decode_uses_wg_kernel(p, mode) ? IndexerScoreKernel::kDecodeWgQ8
-                                                                        : IndexerScoreKernel::kDecodeWarp;
+      const IndexerScoreKernel used = !dec_mma          ? (wide ? IndexerScoreKernel::kWide : IndexerScoreKernel::kTile)
+                                      : p.k_format == 1 ? IndexerScoreKernel::kDecodeWg
+                                      : dec_q8          ? IndexerScoreKernel::kDecodeWgQ8
+                                                        : IndexerScoreKernel::kDecodeWarp;
       g_last_score_kernel.store(static_cast<int>(used), std::memory_order_relaxed);
       if (dec_mma) {
         err = p.k_format == 1 ? launch_decode_scores_nt<false>(p, ws, ws_ld, sms, stream, false)
-                              : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream, decode_uses_wg_kernel(p, mode));
+                              : launch_decode_scores_nt<true>(p, ws, ws_ld, sms, stream, dec_q8);
       } else if (fp8 && split) {
         err = p.k_format == 1 ? launch_scores<true, kCopy, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream)
                               : launch_scores<true, kNvfp4ToE4m3, true>(p, map, ws, ws_ld, R, tiles, c, sp, stream);
