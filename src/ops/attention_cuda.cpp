@@ -125,7 +125,7 @@ Status SparseDecodePlan::plan_cuda() {
     num_splits_ = 8;
     dsplit = dsplit8;
   }
-  kernel_ = sched.warp_mma ? (dsplit ? "warp_mma_dsplit" : "warp_mma") : "tile";
+  kernel_ = sched.warp_mma ? (dsplit ? "warp_mma_dsplit" : "warp_mma") : (sched.serial_tile ? "tile_serial" : "tile");
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
                    clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_, dsplit);
   const std::int64_t floats =
@@ -223,6 +223,7 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
     p.split_counters = reinterpret_cast<int*>(p.lse_partial + slots);
   }
   p.dims_split = std::strcmp(kernel_, "warp_mma_dsplit") == 0;
+  p.serial_tile = std::strcmp(kernel_, "tile_serial") == 0;
   if (std::strcmp(kernel_, "warp_mma") == 0 || p.dims_split) {
     const int err = cuda::launch_sparse_attention_warp_mma(p, static_cast<int>(a.kv.format),
                                                            a.q.dtype == DType::e4m3, a.stream);

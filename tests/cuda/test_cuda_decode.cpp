@@ -266,12 +266,12 @@ struct ScopedEnv {
   bool had_ = false;
   std::string prev_;
 };
-/// Forces the decode kernel ("tile", "warp_mma" or "warp_mma_dsplit") of the plans made in its scope.
+/// Forces the decode kernel ("tile", "tile_serial", "warp_mma" or "warp_mma_dsplit") of the plans made in its scope.
 struct ScopedDecodeKernel : ScopedEnv {
   explicit ScopedDecodeKernel(const char* kernel) : ScopedEnv("FLASHMSA_DECODE_KERNEL", kernel) {}
 };
 /// Every decode kernel: every correctness shape runs on each.
-const char* const kKernels[] = {"tile", "warp_mma", "warp_mma_dsplit"};
+const char* const kKernels[] = {"tile", "tile_serial", "warp_mma", "warp_mma_dsplit"};
 
 void check_case(const Case& c) {
   const Inputs in = make_inputs(c);
@@ -627,6 +627,10 @@ TEST(CudaDecode, SixteenSplitsSmallBatches) {
       if (expect16) EXPECT_EQ(plan.num_splits(), 16) << name_of(c);
       const Result cpu = run_cpu(c, in);
       expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (16 splits)");
+      {
+        ScopedDecodeKernel serial("tile_serial");  // the tile kernel's serial form
+        expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (16 splits, serial tile kernel)");
+      }
       ScopedDecodeKernel warp("warp_mma");  // the same shapes on the warp-MMA kernel
       expect_close(run_gpu(c, in), cpu, f != KvFormat::bf16, name_of(c) + " (warp-MMA kernel)");
       {
@@ -651,14 +655,14 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
   // (query block, KV head) arrives last (D9). Then new lengths and top-k, updated in
   // place: the replays match the CPU.
   // The automatic choice runs b1 Q1 on the dims-split warp-MMA kernel (16 splits) and
-  // b32 Q4 on the tile kernel; b1 Q1 also runs forced onto the tile kernel and onto the
-  // token-split warp-MMA kernel.
+  // b32 Q4 on the tile kernel; b1 Q1 also runs forced onto the tile kernel (both forms)
+  // and onto the token-split warp-MMA kernel, b32 Q4 onto the serial tile kernel.
   struct Shape {
     int batch, q, splits;
     const char* kernel;  // nullptr: the plan's own choice
   };
-  for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{1, 1, 16, "warp_mma"},
-                         Shape{32, 4, 2, nullptr}})
+  for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{1, 1, 16, "tile_serial"},
+                         Shape{1, 1, 16, "warp_mma"}, Shape{32, 4, 2, nullptr}, Shape{32, 4, 2, "tile_serial"}})
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
     std::unique_ptr<ScopedDecodeKernel> force;
     if (sh.kernel != nullptr) force = std::make_unique<ScopedDecodeKernel>(sh.kernel);

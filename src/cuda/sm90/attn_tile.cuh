@@ -384,14 +384,6 @@ __device__ __forceinline__ void convert_page(const PageSrc& s, std::uint8_t* sta
   convert_side<FMT, QK16, kSideV, NTHR>(s, stage, conv, valid, tid);
 }
 
-/// QK16 query rows: 8 E4M3 values (chunk `chunk` of 16 per row) widened to F16 into row
-/// r of a SW128 Q tile of `tile_rows` rows (a synchronous shared store; zero when !ok).
-__device__ __forceinline__ void load_q_chunk_e4m3_as_f16(std::uint8_t* q_tile, int tile_rows, int r, int chunk,
-                                                         const std::uint8_t* src_row, bool ok) {
-  const uint2 in = ok ? *reinterpret_cast<const uint2*>(src_row + chunk * 8) : make_uint2(0u, 0u);
-  store_e4m3x8_as_f16(q_tile + gm::sw128_offset(r, chunk * 16, tile_rows), in);
-}
-
 /// cp.async of 16 bytes (chunk `chunk`) of one query row (BF16: 16 chunks, E4M3: 8) into
 /// row r of a SW128 Q tile of `tile_rows` rows. `ok == false` zero-fills (src must still
 /// be a valid global address; nothing is read).

@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "cuda/sm90/attn_tile.cuh"
+#include "cuda/sm90/decode_tile.cuh"
+#include "cutlass/arch/barrier.h"
 #include "cuda/sm90/pdl.cuh"
 
 namespace flashmsa::cuda {
@@ -20,8 +22,9 @@ namespace {
 namespace at = ::flashmsa::cuda::sm90::attn;
 namespace gm = ::flashmsa::cuda::sm90::gmma;
 
-constexpr int kMaxTopkEntries = 16;
-constexpr int kMaxSplits = 16;  // choose_num_splits never returns more
+using decode_tile::kMaxSplits;
+using decode_tile::kMaxTopkEntries;
+namespace dt = decode_tile;
 // Largest (tile rows x splits) whose merge the attention kernel's last CTA does itself:
 // 256 x 516 bytes of partials = 132 KB read from L2 by one SM (e.g. Q 8 x 16 heads per
 // KV head with 2 splits). Larger merges go to the combine kernel.
@@ -64,87 +67,46 @@ struct Layout {
   static constexpr int kSmemBytes = kQBytes + 2 * kStageBytes + Page::kConv + 1024;  // + alignment slack
 };
 
-constexpr int kMaxCand = 32 * kMaxTopkEntries;  // drafts x top-k entries of one CTA
+// The Q tile of a CTA: tile row r = query row q0 + r / G, head g G + r % G; rows >= nrows
+// zero. All kThreads threads. issue(): the loads (cp.async and one commit group; with QK16
+// the E4M3 chunks into registers); finish(): with QK16 their F16 images into the tile. The
+// page union runs the metadata round trips between the two, so the Q loads overlap them
+// (the synchronous widening loop waited for each chunk's load in turn).
+template <int FMT, bool QK16, int ROWS, int kThreads>
+struct QTileLoad {
+  static constexpr int kChunks = 16;  // 16-byte tile chunks per row (BF16 / F16) or 8 (E4M3)
+  static constexpr int kPer = (ROWS * kChunks + kThreads - 1) / kThreads;
+  uint2 v[QK16 ? kPer : 1];  // QK16: the E4M3 chunk of tile chunk tid + i kThreads
 
-// Prefill query row -> (request b, position p) (D4): the last b with cu[b] <= row, at
-// p = seq_len - q_len + (row - cu[b]). Never reads outside [0, batch). (Decode rows
-// b*Q + j at p = seq_len - Q + j are located in the kernel.)
-__device__ __forceinline__ void locate_row(const DecodeParams& p, long long qrow, int* b,
-                                           long long* pos) {
-  int lo = 0, hi = p.batch - 1;
-  while (lo < hi) {  // last b with cu[b] <= qrow
-    const int mid = (lo + hi + 1) / 2;
-    if (p.cu_seqlens[mid * p.cu_stride] <= qrow) lo = mid;
-    else hi = mid - 1;
+  __device__ __forceinline__ void issue(const DecodeParams& p, unsigned char* sQ, long long q0, int nrows, int g,
+                                        int G, int tid) {
+    constexpr bool FP8P = FMT != kBf16;
+    constexpr int kQRow = at::PageBytes<FMT, QK16>::kQRow;
+    const unsigned char* qbase = static_cast<const unsigned char*>(p.q);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c >= ROWS * kChunks) break;
+      const int r = c / kChunks, ch = c % kChunks;
+      const bool ok = r < nrows;
+      const long long qrow = q0 + (ok ? r / G : 0);
+      const std::int64_t off = qrow * p.q_row_stride + (g * G + (ok ? r % G : 0)) * p.q_head_stride;
+      if constexpr (QK16) v[i] = ok ? *reinterpret_cast<const uint2*>(qbase + off + ch * 8) : make_uint2(0u, 0u);
+      else if (ch < kQRow / 16) at::copy_q_chunk(sQ, ROWS, r, ch, qbase + off * (FP8P ? 1 : 2), ok);
+    }
+    at::cp_async_commit();
   }
-  *b = lo;
-  const long long start = p.cu_seqlens[lo * p.cu_stride];
-  const long long q_len = p.cu_seqlens[(lo + 1) * p.cu_stride] - start;
-  const long long seq_len = p.seq_lens[static_cast<long long>(lo) * p.seq_lens_stride];
-  *pos = seq_len - q_len + (qrow - start);
-}
-
-// Split merge of float4 slots [0, nslots): slot i is dims [4(i % 32), 4(i % 32) + 4) of
-// the (row, head) pair pair_of(i / 32) = row * Hq + head, so a warp covers one pair.
-// Thread t owns slots t, t + kThreads, ..., kPass per pass. A pass issues every partial
-// load of its slots first (S LSEs and S float4 of O each, all independent, from L2 via
-// __ldcg), then combines them in split order 0..S-1: the bits do not depend on which CTA
-// merges (D9). Splits that saw nothing carry LSE -inf and O 0; a pair with no split left
-// stays 0 with LSE -inf (D5).
-template <int kThreads, class PairOf>
-__device__ __forceinline__ void merge_splits(const DecodeParams& p, int nslots, int tid, PairOf pair_of) {
-  constexpr int kPass = 2;
-  const int S = p.num_splits;
-  for (int first = 0; first < nslots; first += kPass * kThreads) {
-    float ls[kPass][kMaxSplits];
-    float4 os[kPass][kMaxSplits];
-    long long pair[kPass];
+  __device__ __forceinline__ void finish(unsigned char* sQ, int tid) {
+    if constexpr (QK16) {
 #pragma unroll
-    for (int u = 0; u < kPass; ++u) {
-      const int slot = first + u * kThreads + tid;
-      pair[u] = slot < nslots ? pair_of(slot >> 5) : 0;
-      const std::int64_t base = pair[u] * S;  // partial (pair, split 0)
-      const float4* o4 = reinterpret_cast<const float4*>(p.o_partial + base * 128) + (slot & 31);
-#pragma unroll
-      for (int s = 0; s < kMaxSplits; ++s) {
-        const bool ld = slot < nslots && s < S;
-        ls[u][s] = ld ? __ldcg(p.lse_partial + base + s) : -INFINITY;
-        os[u][s] = ld ? __ldcg(o4 + s * 32) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int i = 0; i < kPer; ++i) {
+        const int c = tid + i * kThreads;
+        if (c >= ROWS * kChunks) break;
+        at::store_e4m3x8_as_f16(sQ + gm::sw128_offset(c / kChunks, (c % kChunks) * 16, ROWS), v[i]);
       }
     }
-#pragma unroll
-    for (int u = 0; u < kPass; ++u) {
-      const int slot = first + u * kThreads + tid;
-      if (slot >= nslots) continue;
-      float M = -INFINITY;
-#pragma unroll
-      for (int s = 0; s < kMaxSplits; ++s) M = fmaxf(M, ls[u][s]);
-      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      float lse_v = -INFINITY;
-      if (M != -INFINITY) {
-        float W = 0.0f;
-#pragma unroll
-        for (int s = 0; s < kMaxSplits; ++s) {
-          if (s >= S) break;
-          const float w = expf(ls[u][s] - M);
-          W += w;
-          acc.x += w * os[u][s].x;
-          acc.y += w * os[u][s].y;
-          acc.z += w * os[u][s].z;
-          acc.w += w * os[u][s].w;
-        }
-        acc = make_float4(acc.x / W, acc.y / W, acc.z / W, acc.w / W);
-        lse_v = M + logf(W);
-      }
-      const long long qrow = pair[u] / p.num_q_heads;
-      const int h = static_cast<int>(pair[u] % p.num_q_heads), d = (slot & 31) * 4;
-      std::uint16_t* out = p.out + qrow * p.out_row_stride + h * p.out_head_stride + d;
-      reinterpret_cast<__nv_bfloat162*>(out)[0] = __floats2bfloat162_rn(acc.x * p.v_global, acc.y * p.v_global);
-      reinterpret_cast<__nv_bfloat162*>(out)[1] = __floats2bfloat162_rn(acc.z * p.v_global, acc.w * p.v_global);
-      if (d == 0 && p.lse != nullptr) p.lse[qrow * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
-    }
   }
-}
+};
 
 // One CTA = (block of R consecutive query rows of the flattened batch, KV head g, KV
 // split). Tile rows: r -> query row q0 + r / G, head g*G + r % G (R*G <= ROWS, R <= 32).
@@ -159,7 +121,6 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   using Page = typename L::Page;
   constexpr bool FP8P = FMT != kBf16;
   constexpr int kThreads = L::kThreads;
-  constexpr int kQRow = Page::kQRow;
   extern __shared__ unsigned char smem_raw[];
   // PDL (pdl.cuh): launched as a programmatic dependent of whatever ran before on the
   // stream, so nothing global is touched before the wait; the combine kernel may launch
@@ -171,17 +132,7 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   unsigned char* sQ = smem;                  // [ROWS] x kQRow, SW128
   unsigned char* body = smem + L::kQBytes;   // two page stages
   unsigned char* conv = body + 2 * L::kStageBytes;  // converted tiles (FP8 / NVFP4)
-  __shared__ long long s_cand[kMaxCand];     // (request << 32) | logical page, -1 invalid
-  __shared__ int s_cand_phys[kMaxCand];
-  __shared__ unsigned char s_first[kMaxCand];
-  __shared__ long long s_key[kMaxCand];      // sorted union
-  __shared__ int s_phys[kMaxCand];
-  __shared__ int s_valid[kMaxCand];          // tokens of the page below seq_len
-  __shared__ unsigned s_mask[kMaxCand];      // bit j: query row q0 + j selected the page
-  __shared__ int s_qb[32];
-  __shared__ long long s_qpos[32];
-  __shared__ int s_count;
-  __shared__ int s_last;                     // split merge: this CTA arrived last
+  __shared__ dt::UnionSmem u;
 
   const int G = p.num_q_heads / p.num_kv_heads;
   const int R = p.queries_per_cta;
@@ -194,167 +145,18 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   const long long q0 = static_cast<long long>(qb) * R;
   const int nq = static_cast<int>(min(static_cast<long long>(R), p.num_rows - q0));
   const int nrows = nq * G;  // valid tile rows
-  const int K = p.topk_k;
 
-  const bool decode = p.cu_seqlens == nullptr;
-  // Candidates: slot c = j * 16 + k for query row q0 + j and top-k entry k (< K; slots
-  // k >= K stay invalid), so rows and entries come from shifts, not divisions by K.
-  constexpr int kE = kMaxTopkEntries;
-  const int ncand = nq * kE;
-  // D1: entry e of row j (request b at position pos, request length seq_len) is kept when
-  // 0 <= e < the request's pages, e <= the row's local page, e < the block-table width and
-  // its physical page lies in [0, num_pages); key (b << 32) | e, else -1.
-  auto store_candidate = [&](int c, int b, long long pos, long long seq_len, long long e, int phys) {
-    const long long req_pages = (seq_len + 127) / 128;
-    const bool keep = pos >= 0 && e >= 0 && e < req_pages && e <= pos / 128 && e < p.bt_width && phys >= 0 &&
-                      phys < p.num_pages;
-    s_cand[c] = keep ? (static_cast<long long>(b) << 32) | e : -1;
-    s_cand_phys[c] = phys;
-  };
-  // Decode: row q0 + j belongs to request (q0 + j) / Q, so nothing waits on seq_lens: the
-  // top-k entries and the lengths load together, then the block-table entries right after
-  // the top-k entries (read for any 0 <= e < bt_width, always inside the table; the D1
-  // checks apply afterwards). Two dependent round trips before the first barrier instead
-  // of three (seq_lens, top-k, block table). kPer candidate slots per thread, in registers.
-  constexpr int kPer = kMaxCand / kThreads;  // ncand <= 32 * 16 = kMaxCand
-  const unsigned Q = static_cast<unsigned>(p.queries_per_request);
-  int cand_e[kPer], cand_len[kPer];
-  unsigned cand_b[kPer];  // request of the slot's row (rows < num_rows: unsigned arithmetic)
-  if (decode) {
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int c = tid + i * kThreads;
-      cand_e[i] = -1;
-      cand_len[i] = 0;
-      cand_b[i] = 0;
-      if (c < ncand) {
-        const unsigned row = static_cast<unsigned>(q0) + (c / kE);
-        cand_b[i] = row / Q;
-        if (c % kE < K) cand_e[i] = p.topk[row * p.topk_stride[0] + g * p.topk_stride[1] + (c % kE) * p.topk_stride[2]];
-        cand_len[i] = p.seq_lens[cand_b[i] * p.seq_lens_stride];
-      }
-    }
-  }
-  if (tid == 0) s_count = 0;
-  // Q tile (cp.async, first commit group): rows >= nrows zero.
-  {
-    constexpr int kChunks = 16;  // 16-byte tile chunks per row (BF16 / F16) or 8 (E4M3)
-    const unsigned char* qbase = static_cast<const unsigned char*>(p.q);
-    for (int c = tid; c < ROWS * kChunks; c += kThreads) {
-      const int r = c / kChunks, ch = c % kChunks;
-      const bool ok = r < nrows;
-      const long long qrow = q0 + (ok ? r / G : 0);
-      const std::int64_t off = qrow * p.q_row_stride + (g * G + (ok ? r % G : 0)) * p.q_head_stride;
-      if constexpr (QK16) at::load_q_chunk_e4m3_as_f16(sQ, ROWS, r, ch, qbase + off, ok);
-      else if (ch < kQRow / 16) at::copy_q_chunk(sQ, ROWS, r, ch, qbase + off * (FP8P ? 1 : 2), ok);
-    }
-    at::cp_async_commit();
-  }
-  if (decode) {
-    // 1. Candidates (decode), from the registers loaded above.
-    int cand_phys[kPer];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      cand_phys[i] = -1;
-      if (cand_e[i] >= 0 && cand_e[i] < p.bt_width)  // only slots c < ncand, k < K hold e >= 0
-        cand_phys[i] = p.block_table[cand_b[i] * p.bt_stride[0] + cand_e[i] * p.bt_stride[1]];
-    }
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int c = tid + i * kThreads;
-      if (c >= ncand) continue;
-      const unsigned row = static_cast<unsigned>(q0) + (c / kE);
-      const long long pos = static_cast<long long>(cand_len[i]) - Q + (row - cand_b[i] * Q);
-      store_candidate(c, static_cast<int>(cand_b[i]), pos, cand_len[i], cand_e[i], cand_phys[i]);
-      if (c % kE == 0) {  // the row's first slot locates the row
-        s_qb[c / kE] = static_cast<int>(cand_b[i]);
-        s_qpos[c / kE] = pos;
-      }
-    }
-  } else if (tid < nq) {
-    int b;
-    long long pos;
-    locate_row(p, q0 + tid, &b, &pos);
-    s_qb[tid] = b;
-    s_qpos[tid] = pos;
-  }
-  __syncthreads();
-  if (!decode) {
-    // 1. Candidates (prefill): rows located above.
-    for (int c = tid; c < ncand; c += kThreads) {
-      const int j = c / kE, k = c % kE;
-      const int b = s_qb[j];
-      const long long seq_len = p.seq_lens[static_cast<long long>(b) * p.seq_lens_stride];
-      const long long e =
-          k < K ? p.topk[(q0 + j) * p.topk_stride[0] + g * p.topk_stride[1] + k * p.topk_stride[2]] : -1;
-      int phys = -1;
-      if (e >= 0 && e < p.bt_width) phys = p.block_table[b * p.bt_stride[0] + e * p.bt_stride[1]];
-      store_candidate(c, b, s_qpos[j], seq_len, e, phys);
-    }
-    __syncthreads();
-  }
-  // 2. First occurrence of each key.
-  for (int c = tid; c < ncand; c += kThreads) {
-    const long long e = s_cand[c];
-    bool first = e >= 0;
-    for (int k = 0; k < c && first; ++k) first = s_cand[k] != e;
-    s_first[c] = first;
-  }
-  __syncthreads();
-  // 3. Sorted union: rank of a key = number of distinct smaller keys; row masks.
-  for (int c = tid; c < ncand; c += kThreads) {
-    const long long e = s_cand[c];
-    if (e < 0) continue;
-    int rank = 0;
-    for (int k = 0; k < ncand; ++k) rank += (s_first[k] && s_cand[k] < e) ? 1 : 0;
-    if (s_first[c]) {
-      const int b = static_cast<int>(e >> 32);
-      const long long seq_len = p.seq_lens[static_cast<long long>(b) * p.seq_lens_stride];
-      s_key[rank] = e;
-      s_phys[rank] = s_cand_phys[c];
-      s_valid[rank] = static_cast<int>(min(128LL, seq_len - 128 * (e & 0xffffffffLL)));
-      s_mask[rank] = 0u;
-      atomicAdd(&s_count, 1);
-    }
-  }
-  __syncthreads();
-  for (int c = tid; c < ncand; c += kThreads) {
-    const long long e = s_cand[c];
-    if (e < 0) continue;
-    int rank = 0;
-    for (int k = 0; k < ncand; ++k) rank += (s_first[k] && s_cand[k] < e) ? 1 : 0;
-    atomicOr(&s_mask[rank], 1u << (c / kE));
-  }
-  __syncthreads();
+  QTileLoad<FMT, QK16, ROWS, kThreads> qload;
+  dt::build_page_union<kThreads>(
+      p, u, q0, nq, g, tid, [&] { qload.issue(p, sQ, q0, nrows, g, G, tid); }, [&] { qload.finish(sQ, tid); });
 
-  const int n = s_count;
+  const int n = u.count;
   const int per = (n + p.num_splits - 1) / p.num_splits;
   const int begin = split * per;
   const int end = min(n, begin + per);
   const float c2 = p.c * kLog2e;
-
-  // This thread's two tile rows (r0 = lane/4, r1 = r0 + 8 of the warp's 16).
-  int rj[2], rlast[2];
-  long long rlocal[2];
-  bool rvalid[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int gr = wg * 64 + warp * 16 + (lane >> 2) + 8 * r;
-    rvalid[r] = gr < nrows;
-    rj[r] = rvalid[r] ? gr / G : 0;
-    const long long pos = s_qpos[rj[r]];
-    rlocal[r] = pos >= 0 ? ((static_cast<long long>(s_qb[rj[r]]) << 32) | (pos / 128)) : -2;
-    rlast[r] = pos >= 0 ? static_cast<int>(pos % 128) : -1;
-    if (pos < 0) rvalid[r] = false;
-  }
-  // Query rows (bits of s_mask) this warpgroup covers; it skips pages none of them chose.
   const int wg_row0 = wg * 64;
-  const bool wg_has_rows = wg_row0 < nrows;
-  unsigned wg_bits = 0u;
-  if (wg_has_rows) {
-    const int j0 = wg_row0 / G, j1 = min(nrows - 1, wg_row0 + 63) / G;
-    wg_bits = (j1 >= 31 ? 0xffffffffu : ((1u << (j1 + 1)) - 1u)) & ~((1u << j0) - 1u);
-  }
+  const dt::RowState rs = dt::row_state(u, wg_row0, warp, lane, nrows, G);
 
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
@@ -363,105 +165,31 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   bool o_live = false;  // o holds a value written by a wgmma (else the first PV overwrites)
 
-  auto page_src = [&](int i) {
-    at::PageSrc src;
-    const int phys = s_phys[i];
-    const int eb = FMT == kBf16 ? 2 : 1;
-    src.k = static_cast<const std::uint8_t*>(p.k_data) + (phys * p.k_stride[0] + g * p.k_stride[1]) * eb;
-    src.v = static_cast<const std::uint8_t*>(p.v_data) + (phys * p.v_stride[0] + g * p.v_stride[1]) * eb;
-    src.k_tok = p.k_stride[2] * eb;
-    src.v_tok = p.v_stride[2] * eb;
-    if (FMT == kNvfp4) {
-      src.ks = p.k_scale + phys * p.ks_stride[0] + g * p.ks_stride[1];
-      src.vs = p.v_scale + phys * p.vs_stride[0] + g * p.vs_stride[1];
-      src.ks_tok = p.ks_stride[2];
-      src.vs_tok = p.vs_stride[2];
-      src.k_swz = p.k_swizzled;
-      src.v_swz = p.v_swizzled;
-    }
-    return src;
-  };
-
   // Pipeline: each page's K and V are one cp.async group, issued one page ahead (a
   // variant with separate K and V groups and the V conversion overlapping the QK wgmma
   // measured slower on the H200: more barriers per page).
   if (begin < end) {
-    at::issue_page_copy<FMT, QK16, kThreads>(page_src(begin), body, s_valid[begin], tid);
+    at::issue_page_copy<FMT, QK16, kThreads>(dt::page_src<FMT>(p, u, begin, g), body, u.valid[begin], tid);
     at::cp_async_commit();
     for (int i = begin; i < end; ++i) {
       unsigned char* stage = body + ((i - begin) & 1) * L::kStageBytes;
       if (i + 1 < end)
-        at::issue_page_copy<FMT, QK16, kThreads>(page_src(i + 1), body + ((i + 1 - begin) & 1) * L::kStageBytes,
-                                                 s_valid[i + 1], tid);
+        at::issue_page_copy<FMT, QK16, kThreads>(dt::page_src<FMT>(p, u, i + 1, g),
+                                                 body + ((i + 1 - begin) & 1) * L::kStageBytes, u.valid[i + 1], tid);
       at::cp_async_commit();
       at::cp_async_wait<1>();
       at::fence_view_async_shared();
       __syncthreads();
       if constexpr (FMT != kBf16) {
-        at::convert_page<FMT, QK16, kThreads>(page_src(i), stage, conv, s_valid[i], tid);
+        at::convert_page<FMT, QK16, kThreads>(dt::page_src<FMT>(p, u, i, g), stage, conv, u.valid[i], tid);
         __syncthreads();
       }
-      const long long key = s_key[i];
-      const unsigned mask = s_mask[i];
-      const bool active = wg_has_rows && (mask & wg_bits) != 0u;
-      if (active) {
-        // S = Q K^T: 64 rows x 128 tokens per warpgroup.
-        float s[64];
-        at::wg_qk<FMT, QK16>(gm::smem_addr(sQ) + wg_row0 * 128, ROWS * 128, gm::smem_addr(Page::k_tile(stage, conv)),
-                             s);
-        gm::wait<0>();
-        gm::fence_operands(s);
-        // Visible tokens of this page for the thread's rows: t <= limit (-1: none).
-        int limit[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const bool sees = rvalid[r] && ((mask >> rj[r]) & 1u);
-          // Never past the page's valid tokens, whatever the metadata says.
-          limit[r] = !sees ? -1 : min(key == rlocal[r] ? rlast[r] : 127, s_valid[i] - 1);
-        }
-        if (limit[0] < 127 || limit[1] < 127) {  // a local page, a short page or an unselected row
-#pragma unroll
-          for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-              const int tk = j * 8 + (lane & 3) * 2 + (jj & 1);
-              if (tk > limit[jj >> 1]) s[4 * j + jj] = -INFINITY;
-            }
-        }
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int i2 = 0; i2 < 64; ++i2) mx[(i2 >> 1) & 1] = fmaxf(mx[(i2 >> 1) & 1], s[i2]);
-        float alpha[2], bias[2];
-        at::online_softmax_step<FP8P>(mx, m, l, c2, alpha, bias);
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int dt = 0; dt < 16; ++dt) {
-            o[4 * dt + 2 * r] *= alpha[r];
-            o[4 * dt + 2 * r + 1] *= alpha[r];
-          }
-        // P (masked -> 0) with the unrounded normaliser, then the PV operand: bf16(p) or
-        // E4M3_sat(p448) held exactly in f16 (D7).
-#pragma unroll
-        for (int i2 = 0; i2 < 64; ++i2) {
-          const float e = ex2_approx(fmaf(s[i2], c2, bias[(i2 >> 1) & 1]));  // spec 3.4: ex2.approx.ftz
-          l[(i2 >> 1) & 1] += e;
-          s[i2] = e;
-        }
+      const unsigned mask = u.mask[i];
+      if (rs.has_rows && (mask & rs.bits) != 0u) {
         std::uint32_t pa[8][4];
-#pragma unroll
-        for (int st = 0; st < 8; ++st) {
-          if constexpr (FP8P) {
-#pragma unroll
-            for (int h = 0; h < 4; ++h) {
-              std::uint16_t q8;
-              asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(q8) : "f"(s[8 * st + 2 * h + 1]), "f"(s[8 * st + 2 * h]));
-              pa[st][h] = gm::e4m3x2_to_f16x2(q8);
-            }
-          } else {
-            gm::bf16_a_from_acc(s, st, pa[st]);
-          }
-        }
+        dt::qk_softmax<FMT, QK16>(gm::smem_addr(sQ) + wg_row0 * 128, ROWS * 128,
+                                  gm::smem_addr(Page::k_tile(stage, conv)), rs, u.key[i], mask, u.valid[i], lane, c2,
+                                  m, l, o, pa);
         at::wg_pv<FMT>(pa, gm::smem_addr(Page::v_tile(stage, conv)), o, o_live);
         gm::wait<0>();
         gm::fence_operands(o);
@@ -472,64 +200,259 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   }
 
   at::cp_async_wait<0>();
-  // Epilogue: each thread finalises its two rows (quad lanes share a row).
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int gr = wg_row0 + warp * 16 + (lane >> 2) + 8 * r;
-    if (!wg_has_rows || gr >= nrows) continue;
-    const long long qrow = q0 + gr / G;
-    const int h = g * G + gr % G;
-    const bool empty = m[r] == -INFINITY;
-    const float inv = empty ? 0.0f : 1.0f / l[r];
-    const float lse_v = empty ? -INFINITY : m[r] * p.c + logf(FP8P ? l[r] / 448.0f : l[r]);
-    if (p.num_splits == 1) {
-      std::uint16_t* out = p.out + qrow * p.out_row_stride + h * p.out_head_stride;
-#pragma unroll
-      for (int dt = 0; dt < 16; ++dt) {
-        const int d = dt * 8 + (lane & 3) * 2;
-        const __nv_bfloat162 v2 = __floats2bfloat162_rn(o[4 * dt + 2 * r] * inv * p.v_global,
-                                                        o[4 * dt + 2 * r + 1] * inv * p.v_global);
-        *reinterpret_cast<__nv_bfloat162*>(out + d) = v2;
-      }
-      if ((lane & 3) == 0 && p.lse != nullptr) p.lse[qrow * p.lse_row_stride + h * p.lse_head_stride] = lse_v;
-    } else {
-      const std::int64_t slot = (qrow * p.num_q_heads + h) * p.num_splits + split;
-      float* op = p.o_partial + slot * 128;
-#pragma unroll
-      for (int dt = 0; dt < 16; ++dt) {
-        const int d = dt * 8 + (lane & 3) * 2;
-        *reinterpret_cast<float2*>(op + d) = make_float2(o[4 * dt + 2 * r] * inv, o[4 * dt + 2 * r + 1] * inv);
-      }
-      if ((lane & 3) == 0) p.lse_partial[slot] = lse_v;
+  dt::store_rows<FP8P>(p, o, m, l, q0, g, G, wg_row0, warp, lane, nrows, split);
+  if (p.num_splits == 1 || !fold_merge) return;
+  dt::fold_merge<kThreads>(p, u, tid, q0, nrows, g, G, [] { __syncthreads(); });
+}
+
+// ---------------------------------------------------------------------------------------
+// Warp-specialised tile kernel for the FP8 formats (session 32): the same CTA work (query
+// block x KV head x split, the page union, 64 tile rows per consumer warpgroup) with the
+// page pipeline split by role instead of CTA barriers between the steps of every page.
+//   - Warpgroup 0 (producer): the page copies (cp.async) and the widening of the E4M3 /
+//     NVFP4 pages into F16 K and V tiles; it signals each tile full on an mbarrier.
+//   - Warpgroups 1.. (consumers, 64 tile rows each): Q K^T, softmax, P V; they release a
+//     tile on an mbarrier as soon as their wgmmas have read it.
+// Each consumer warpgroup issues page j's Q K^T before page j-1's P V, so that page j's
+// softmax runs under that P V.
+// 2 raw stages, one F16 K tile (released after Q K^T) and two F16 V tiles
+// (page j's V is widened while the consumers still read page j-1's). Page j's K and V are
+// widened under the consumers' softmax of page j-1; page j+2's copy is issued once page
+// j is widened.
+// ---------------------------------------------------------------------------------------
+template <int FMT, int ROWS>
+struct WsLayout {
+  static_assert(FMT != kBf16, "the warp-specialised kernel runs the FP8 formats");
+  static constexpr bool kQK16 = true;  // the exact F16 Q K^T of the FP8 formats (D7)
+  using Page = at::PageBytes<FMT, kQK16>;
+  static constexpr int kConsumers = ROWS / 64;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kQBytes = ROWS * Page::kQRow;
+  static constexpr int kStages = 2;
+  static constexpr int kStageBytes = (Page::kStage + 1023) / 1024 * 1024;
+  // The K tile, then V tiles 0 and 1 (Page::kConv = K + one V).
+  static constexpr int kConvBytes = Page::kConv + Page::kV;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kConvBytes + 1024;  // + alignment slack
+};
+
+// mbarrier helpers (CUTLASS ClusterBarrier on a CTA-local barrier).
+__device__ __forceinline__ void bar_wait(std::uint64_t* b, int parity) {
+  cutlass::arch::ClusterBarrier::wait(b, static_cast<std::uint32_t>(parity));
+}
+__device__ __forceinline__ void bar_arrive(std::uint64_t* b) { cutlass::arch::ClusterBarrier::arrive(b); }
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// setmaxnreg (sm_90a): with two consumer warpgroups (384 threads, 168 registers each at
+// launch) the producer gives registers to the consumers: 128 x 88 + 256 x 208 <= 64 K.
+// ptxas reports 80 bytes of spill for NVFP4 (a split of 104 / 200 with the widening's
+// block-scale tables read from shared memory ran 6-13 % slower, session 32 run J).
+template <bool kInc, int kRegs>
+__device__ __forceinline__ void set_max_registers() {
+  if constexpr (kInc) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+  else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+constexpr int kProducerRegs = 88, kConsumerRegs = 208;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "setmaxnreg: 64 K registers per SM");
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Barrier ids: 0 is __syncthreads; 1 the producer warpgroup; 2 the consumers; 3 and 4
+// the consumer warpgroups' turns (ping-pong).
+constexpr int kProducerBar = 1, kConsumerBar = 2, kTurnBar = 3;
+#ifndef FLASHMSA_DECODE_PINGPONG
+#define FLASHMSA_DECODE_PINGPONG 1
+#endif
+
+template <int FMT, int ROWS>
+__global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
+    sparse_attention_ws_kernel(const DecodeParams p, bool fold_merge) {
+  using L = WsLayout<FMT, ROWS>;
+  using Page = typename L::Page;
+  constexpr bool QK16 = L::kQK16;
+  constexpr bool FP8P = true;
+  constexpr int kThreads = L::kThreads;
+  constexpr int kCons = 128 * L::kConsumers;
+  constexpr int S = L::kStages;
+  extern __shared__ unsigned char smem_raw[];
+  sm90::pdl_wait();  // PDL, as in sparse_attention_kernel
+  sm90::pdl_launch_dependents();
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  unsigned char* sQ = smem;                            // [ROWS] x kQRow, SW128
+  unsigned char* stages = smem + L::kQBytes;           // S page stages
+  unsigned char* conv = stages + S * L::kStageBytes;   // the F16 K and V tiles
+  __shared__ dt::UnionSmem u;
+  // K full (producer), K empty (consumers), V full[2] (producer), V empty[2] (consumers).
+  __shared__ alignas(8) std::uint64_t bars[6];
+  constexpr int kKFull = 0, kKEmpty = 1, kVFull = 2, kVEmpty = 4;
+
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int R = p.queries_per_cta;
+  const int nqb = (p.num_rows + R - 1) / R;
+  const int qb = blockIdx.x % nqb;
+  const int g = blockIdx.x / nqb;
+  const int split = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int wg = tid >> 7, warp = (tid >> 5) & 3;
+  const long long q0 = static_cast<long long>(qb) * R;
+  const int nq = static_cast<int>(min(static_cast<long long>(R), p.num_rows - q0));
+  const int nrows = nq * G;
+
+  if (tid == 0) {
+    cutlass::arch::ClusterBarrier::init(&bars[kKFull], 128);
+    cutlass::arch::ClusterBarrier::init(&bars[kKEmpty], kCons);
+    for (int b = 0; b < 2; ++b) {
+      cutlass::arch::ClusterBarrier::init(&bars[kVFull + b], 128);
+      cutlass::arch::ClusterBarrier::init(&bars[kVEmpty + b], kCons);
     }
   }
-  if (p.num_splits == 1 || !fold_merge) return;
-  // Split merge, folded in, with the synchronisation of cooperative groups' grid sync
-  // (sm_70+): the barrier orders every thread's partial stores before thread 0's
-  // release-acquire atomic on the counter of this (query block, KV head); release
-  // publishes this CTA's partials, acquire makes the earlier CTAs' partials visible to
-  // the last one, and the next barrier hands them to all its threads. inc wraps at
-  // num_splits - 1 back to 0: the CTA that reads num_splits - 1 is the last, and the
-  // counter is zero again for the next launch or graph replay. The merge reads the
-  // partials from L2 (__ldcg: never a stale L1 line).
+  QTileLoad<FMT, QK16, ROWS, kThreads> qload;
+  dt::build_page_union<kThreads>(
+      p, u, q0, nq, g, tid, [&] { qload.issue(p, sQ, q0, nrows, g, G, tid); }, [&] { qload.finish(sQ, tid); });
+  at::cp_async_wait<0>();  // the Q tile, before any role reads it
+  at::fence_view_async_shared();
   __syncthreads();
-  if (tid == 0) {
-    unsigned prev;
-    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
-                 : "=r"(prev)
-                 : "l"(p.split_counters + blockIdx.x), "r"(static_cast<unsigned>(p.num_splits - 1))
-                 : "memory");
-    s_last = prev == static_cast<unsigned>(p.num_splits - 1);
+
+  const int n_all = u.count;
+  const int per = (n_all + p.num_splits - 1) / p.num_splits;
+  const int begin = split * per;
+  const int n = max(0, min(n_all, begin + per) - begin);  // pages of this split
+  // The F16 tiles: one K tile, and V tile j % 2 for page j.
+  auto k_tile = [&](int) -> unsigned char* { return conv; };
+  auto v_tile = [&](int j) -> unsigned char* { return conv + Page::kK + (j & 1) * Page::kV; };
+
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    if constexpr (L::kConsumers == 2) set_max_registers<false, kProducerRegs>();
+    auto issue = [&](int j) {
+      at::issue_page_copy<FMT, QK16, 128>(dt::page_src<FMT>(p, u, begin + j, g), stages + (j & 1) * L::kStageBytes,
+                                          u.valid[begin + j], tid);
+    };
+    // Pages 0 and 1 in flight; page j + 2 goes into page j's stage once it is widened.
+#pragma unroll 1
+    for (int j = 0; j < 2; ++j) {
+      if (j < n) issue(j);
+      at::cp_async_commit();
+    }
+#pragma unroll 1
+    for (int j = 0; j < n; ++j) {
+      at::cp_async_wait<1>();         // this thread's copies of page j
+      named_sync(kProducerBar, 128);  // everyone's
+      unsigned char* stage = stages + (j & 1) * L::kStageBytes;
+      const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
+      if (j >= 1) bar_wait(&bars[kKEmpty], (j - 1) & 1);  // the consumers' Q K^T of page j - 1
+      at::convert_side<FMT, true, at::kSideK, 128>(src, stage, k_tile(j), u.valid[begin + j], tid);
+      bar_arrive(&bars[kKFull]);
+      // V tile j % 2: the consumers' P V of page j - 2 has read it.
+      if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
+      at::convert_side<FMT, true, at::kSideV, 128>(src, stage, v_tile(j) - Page::kK, u.valid[begin + j], tid);
+      bar_arrive(&bars[kVFull + (j & 1)]);
+      named_sync(kProducerBar, 128);  // stage j % 2 read by everyone
+      if (j + 2 < n) issue(j + 2);
+      at::cp_async_commit();
+    }
+    at::cp_async_wait<0>();
+    return;
   }
-  __syncthreads();
-  if (s_last)
-    merge_splits<kThreads>(p, nrows * 32, tid,
-                           [&](int r) { return (q0 + r / G) * p.num_q_heads + g * G + r % G; });
+
+  // ---------------- consumers ----------------
+  if constexpr (L::kConsumers == 2) set_max_registers<true, kConsumerRegs>();
+  const int ctid = tid - 128;  // consumer thread index
+  const int row0 = (wg - 1) * 64;
+  const float c2 = p.c * kLog2e;
+  const dt::RowState rs = dt::row_state(u, row0, warp, lane, nrows, G);
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  bool o_live = false;  // o holds a value written by a wgmma (else the first P V overwrites)
+  // Page j's Q K^T is issued before page j - 1's P V, so that page j's softmax runs under
+  // that P V (the second wgmma group); the O rescale by page j's alpha waits for it.
+  // Every page runs the same steps, also where none of this warpgroup's rows chose it: its
+  // scores are then all masked, so P is zero and m, l and O keep their bits (alpha = 1).
+  // Under a branch, with a wgmma in flight across it, ptxas serialises every wgmma
+  // (C7518 / C7520); for the same reason page 0 is peeled off the loop.
+  std::uint32_t pa[8][4];  // page j - 1's P V operand
+  const std::uint32_t q_addr = gm::smem_addr(sQ) + row0 * 128;
+  // Page j: wait for its K tile, issue its Q K^T into s.
+  auto issue_qk = [&](int j, float (&s)[64]) {
+    bar_wait(&bars[kKFull], j & 1);
+    at::wg_qk<FMT, QK16>(q_addr, ROWS * 128, gm::smem_addr(k_tile(j)), s);
+  };
+  // Page j's Q K^T completed (wait<1>: one later group may still run): release the K tile
+  // (BF16: its stage goes with V) and run the softmax step.
+  auto softmax = [&](int j, float (&s)[64], float (&alpha)[2]) {
+    gm::fence_operands(s);
+    bar_arrive(&bars[kKEmpty]);
+    const int i = begin + j;
+    dt::softmax_page<FP8P>(s, rs, u.key[i], u.mask[i], u.valid[i], lane, c2, m, l, alpha);
+  };
+  // P V of page j (its V tile landed), issued and committed; not waited.
+  auto issue_pv = [&](int j) {
+    bar_wait(&bars[kVFull + (j & 1)], (j >> 1) & 1);
+    at::wg_pv<FMT>(pa, gm::smem_addr(v_tile(j)), o, o_live);
+  };
+  // After page j's P V completed: release its V tile (BF16: its stage).
+  auto pv_done = [&](int j) {
+    gm::fence_operands(o);
+    o_live = true;
+    bar_arrive(&bars[kVEmpty + (j & 1)]);
+  };
+  // Ping-pong (two consumer warpgroups, FA3 style): a warpgroup issues its wgmmas of a
+  // page only in its turn and then hands the turn over, so that the two warpgroups drift
+  // half a page apart and one's softmax runs under the other's wgmmas. Turn barriers
+  // kTurnBar + w (256 threads: warpgroup w syncs, the other arrives); warpgroup 0 starts.
+  // FP8 only: NVFP4, bound by its producer's widening, ran 1-2 % slower with it (H200,
+  // session 32 run I; FP8 0-5 % faster).
+  constexpr bool kPingPong = FLASHMSA_DECODE_PINGPONG != 0 && L::kConsumers == 2 && FMT == kFp8;
+  const int cw = wg - 1;
+  auto turn_begin = [&] {
+    if constexpr (kPingPong) named_sync(kTurnBar + cw, 256);
+  };
+  auto turn_end = [&](bool last) {  // warpgroup 1's last hand-over has no taker
+    if constexpr (kPingPong) {
+      if (!(last && cw == 1)) named_arrive(kTurnBar + (1 - cw), 256);
+    }
+  };
+  if (n > 0) {
+    if constexpr (kPingPong) {
+      if (cw == 1) named_arrive(kTurnBar, 256);
+    }
+    {
+      float s[64], alpha[2];
+      turn_begin();
+      issue_qk(0, s);
+      turn_end(false);
+      gm::wait<0>();
+      softmax(0, s, alpha);
+      dt::rescale_o(o, alpha);
+      dt::p_operand<FP8P>(s, pa);
+    }
+#pragma unroll 1
+    for (int j = 1; j < n; ++j) {
+      float s[64], alpha[2];
+      turn_begin();
+      issue_qk(j, s);
+      issue_pv(j - 1);
+      turn_end(false);
+      gm::wait<1>();
+      softmax(j, s, alpha);
+      gm::wait<0>();
+      pv_done(j - 1);
+      dt::rescale_o(o, alpha);
+      dt::p_operand<FP8P>(s, pa);
+    }
+    turn_begin();
+    issue_pv(n - 1);
+    turn_end(true);
+    gm::wait<0>();
+    pv_done(n - 1);
+  }
+  dt::store_rows<FP8P>(p, o, m, l, q0, g, G, row0, warp, lane, nrows, split);
+  if (p.num_splits == 1 || !fold_merge) return;
+  dt::fold_merge<kCons>(p, u, ctid, q0, nrows, g, G, [] { named_sync(kConsumerBar, kCons); });
 }
 
 // Split merge as a kernel of its own, for launches whose per-tile merge is too big for one
@@ -540,7 +463,7 @@ __global__ void __launch_bounds__(128) sparse_attention_combine(const DecodePara
   const long long first = static_cast<long long>(blockIdx.x) * kCombinePairs;
   const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
   const int n = static_cast<int>(min(static_cast<long long>(kCombinePairs), pairs - first));
-  merge_splits<128>(p, n * 32, threadIdx.x, [&](int r) { return first + r; });
+  dt::merge_splits<128>(p, n * 32, threadIdx.x, [&](int r) { return first + r; });
 }
 
 // Benchmark hook FLASHMSA_DECODE_MERGE=combine: every split merge in the combine kernel
@@ -555,19 +478,18 @@ bool merge_in_combine_kernel() {
   return on;
 }
 
-template <int FMT, bool QK16, int ROWS>
-cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
-  using L = Layout<FMT, QK16, ROWS>;
-  constexpr int smem = L::kSmemBytes;
+// Launches one tile kernel (`kernel`, kThreads threads, smem bytes of dynamic shared
+// memory) over (query blocks x KV heads, splits), then the combine kernel where needed.
+template <class Kernel>
+cudaError_t launch_tile_kernel(Kernel kernel, int threads, int smem, const DecodeParams& p, cudaStream_t stream,
+                               bool (&configured)[64]) {
   // The shared-memory opt-in is per device: set it once per device ordinal (retried
   // after a failure).
-  static bool configured[64] = {};
   int dev = 0;
   cudaError_t err0 = cudaGetDevice(&dev);
   if (err0 != cudaSuccess) return err0;
   if (dev < 0 || dev >= 64 || !configured[dev]) {
-    err0 = cudaFuncSetAttribute(sparse_attention_kernel<FMT, QK16, ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                smem);
+    err0 = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err0 != cudaSuccess) return err0;
     if (dev >= 0 && dev < 64) configured[dev] = true;
   }
@@ -582,10 +504,29 @@ cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
                     !merge_in_combine_kernel();
   // Both kernels are programmatic dependents of their predecessor (pdl.cuh): their launch
   // overlaps the previous kernel's tail.
-  cudaError_t err = sm90::launch_pdl(sparse_attention_kernel<FMT, QK16, ROWS>, grid, dim3(L::kThreads), smem, stream,
-                                     true, p, fold);
+  cudaError_t err = sm90::launch_pdl(kernel, grid, dim3(threads), smem, stream, true, p, fold);
   if (err != cudaSuccess || p.num_splits == 1 || fold) return err;
   return static_cast<cudaError_t>(launch_split_combine(p, stream));
+}
+
+template <int FMT, bool QK16, int ROWS>
+cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
+  // The warp-specialised kernel runs the exact FP8 / NVFP4 paths (F16 Q K^T). BF16 keeps
+  // the serial kernel: with page j's Q K^T under page j-1's P V, two stages of K + V leave
+  // the copy of page j+1 waiting for page j-1's release, and BF16 ran 2-12 % slower that
+  // way (H200, session 32 run C); three stages do not fit beside the Q tile.
+  if constexpr (QK16) {
+    if (!p.serial_tile) {
+      using L = WsLayout<FMT, ROWS>;
+      static bool configured[64] = {};
+      return launch_tile_kernel(sparse_attention_ws_kernel<FMT, ROWS>, L::kThreads, L::kSmemBytes, p, stream,
+                                configured);
+    }
+  }
+  using L = Layout<FMT, QK16, ROWS>;
+  static bool configured[64] = {};
+  return launch_tile_kernel(sparse_attention_kernel<FMT, QK16, ROWS>, L::kThreads, L::kSmemBytes, p, stream,
+                            configured);
 }
 
 template <int FMT, bool QK16>
@@ -655,7 +596,7 @@ namespace {
 // FLASHMSA_DECODE_KERNEL=warp_mma|tile replaces the kernel heuristic of
 // choose_decode_schedule (benchmarks, and the GPU tests that run every shape on both
 // kernels). Read at every plan (host side, outside graph capture); logged once per value.
-// 0: not set, 1: warp_mma (token split), 2: tile, 3: warp_mma_dsplit.
+// 0: not set, 1: warp_mma (token split), 2: tile, 3: warp_mma_dsplit, 4: tile_serial.
 int forced_decode_kernel() {
   static std::atomic<int> logged{0};
   const char* v = std::getenv("FLASHMSA_DECODE_KERNEL");
@@ -663,6 +604,7 @@ int forced_decode_kernel() {
   if (v != nullptr && std::strcmp(v, "warp_mma") == 0) r = 1;
   if (v != nullptr && std::strcmp(v, "tile") == 0) r = 2;
   if (v != nullptr && std::strcmp(v, "warp_mma_dsplit") == 0) r = 3;
+  if (v != nullptr && std::strcmp(v, "tile_serial") == 0) r = 4;
   if (r != 0 && logged.exchange(r) != r)
     std::fprintf(stderr, "flashmsa: FLASHMSA_DECODE_KERNEL=%s: decode plans use that kernel\n", v);
   return r;
@@ -679,6 +621,7 @@ DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int nu
   const int forced = forced_decode_kernel();
   s.warp_mma = forced == 1 || forced == 3 || (forced == 0 && (row_ctas <= num_sms || queries_per_request == 1));
   s.kernel_forced = forced != 0;
+  s.serial_tile = forced == 4;
   if (s.warp_mma) {
     s.queries_per_cta = 1;
     long long splits = row_ctas > 0 ? num_sms / row_ctas : 1;

@@ -14,7 +14,13 @@
 // counter; the last CTA to arrive merges the splits of its tile rows. Only when that
 // merge would be too big for one CTA (tile rows x splits > 256) does a combine kernel
 // merge instead (decode_attention.cu, kFoldMaxRowSplits).
-// Pages are double buffered with cp.async. Prefill uses prefill_kvouter.h by default.
+// BF16 pages are double buffered with cp.async and every page's steps (copy wait, Q K^T,
+// softmax, P V) are separated by CTA barriers (sparse_attention_kernel). The FP8 formats
+// run a warp-specialised form (sparse_attention_ws_kernel): a producer warpgroup copies
+// and widens the pages into F16 tiles behind mbarriers, and each consumer warpgroup
+// issues page j's Q K^T before page j-1's P V (DecodeParams::serial_tile forces the
+// serial form). The page union, the softmax step and the epilogue are shared
+// (decode_tile.cuh). Prefill uses prefill_kvouter.h by default.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +89,10 @@ struct DecodeParams {
   // Warp-MMA kernel: P V split by head dims across the warps (no O merge across warps,
   // two CTA barriers per page; warp_dsplit_decode_kernel) instead of by tokens.
   bool dims_split = false;
+  // Tile kernel: the serial form (CTA barriers between the steps of every page) instead
+  // of the warp-specialised one (FLASHMSA_DECODE_KERNEL=tile_serial; the FP8 formats'
+  // QGMMA Q K^T, FLASHMSA_FP8_QK=e4m3, always runs the serial form).
+  bool serial_tile = false;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
   int* split_counters = nullptr;
@@ -112,7 +122,8 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
 struct DecodeSchedule {
   bool warp_mma = false;    // launch_sparse_attention_warp_mma, else launch_sparse_attention
   bool dims_split = false;  // warp_mma with DecodeParams::dims_split (see below)
-  bool kernel_forced = false;  // FLASHMSA_DECODE_KERNEL chose warp_mma / dims_split / tile
+  bool kernel_forced = false;  // FLASHMSA_DECODE_KERNEL chose warp_mma / dims_split / tile / tile_serial
+  bool serial_tile = false;    // tile kernel: DecodeParams::serial_tile
   int queries_per_cta = 1;  // DecodeParams::queries_per_cta (1 for the warp-MMA kernel)
   int num_splits = 1;       // DecodeParams::num_splits
 };
@@ -130,7 +141,8 @@ struct DecodeSchedule {
 /// single merge (H200, session 14: b1 Q1 4K 64/4 BF16 7.5 us against 9.1; b1 Q8 4K 64/4
 /// FP8, 4 pages per CTA, 18.6 against 12.5; docs/decode-design.md). Otherwise the tile
 /// kernel with queries_per_cta() and choose_num_splits(). FLASHMSA_DECODE_KERNEL=
-/// warp_mma|warp_mma_dsplit|tile forces a kernel (benchmark and test hook, logged once).
+/// warp_mma|warp_mma_dsplit|tile|tile_serial forces a kernel (benchmark and test hook,
+/// logged once; tile_serial: the tile kernel's serial form, DecodeParams::serial_tile).
 /// bf16: the cache format is BF16 (KvFormat::bf16).
 DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int num_q_heads, int num_kv_heads,
                                       int num_sms, bool bf16);
