@@ -134,17 +134,11 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
   unsigned char* conv = body + 2 * L::kStageBytes;  // converted tiles (FP8 / NVFP4)
   __shared__ dt::UnionSmem u;
 
-  const int G = p.num_q_heads / p.num_kv_heads;
-  const int R = p.queries_per_cta;
-  const int nqb = (p.num_rows + R - 1) / R;
-  const int qb = blockIdx.x % nqb;
-  const int g = blockIdx.x / nqb;
-  const int split = blockIdx.y;
+  const dt::CtaTile t = dt::cta_tile(p);
+  const int G = t.G, g = t.g, split = t.split, nq = t.nq, nrows = t.nrows;
+  const long long q0 = t.q0;
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, warp = (tid >> 5) & 3;  // warpgroup, warp inside it
-  const long long q0 = static_cast<long long>(qb) * R;
-  const int nq = static_cast<int>(min(static_cast<long long>(R), p.num_rows - q0));
-  const int nrows = nq * G;  // valid tile rows
 
   QTileLoad<FMT, QK16, ROWS, kThreads> qload;
   dt::build_page_union<kThreads>(
@@ -287,17 +281,11 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   __shared__ alignas(8) std::uint64_t bars[6];
   constexpr int kKFull = 0, kKEmpty = 1, kVFull = 2, kVEmpty = 4;
 
-  const int G = p.num_q_heads / p.num_kv_heads;
-  const int R = p.queries_per_cta;
-  const int nqb = (p.num_rows + R - 1) / R;
-  const int qb = blockIdx.x % nqb;
-  const int g = blockIdx.x / nqb;
-  const int split = blockIdx.y;
+  const dt::CtaTile t = dt::cta_tile(p);
+  const int G = t.G, g = t.g, split = t.split, nq = t.nq, nrows = t.nrows;
+  const long long q0 = t.q0;
   const int tid = threadIdx.x, lane = tid & 31;
-  const int wg = tid >> 7, warp = (tid >> 5) & 3;
-  const long long q0 = static_cast<long long>(qb) * R;
-  const int nq = static_cast<int>(min(static_cast<long long>(R), p.num_rows - q0));
-  const int nrows = nq * G;
+  const int wg = tid >> 7, warp = (tid >> 5) & 3;  // warpgroup, warp inside it
 
   if (tid == 0) {
     cutlass::arch::ClusterBarrier::init(&bars[kKFull], 128);
@@ -319,7 +307,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   const int begin = split * per;
   const int n = max(0, min(n_all, begin + per) - begin);  // pages of this split
   // The F16 tiles: one K tile, and V tile j % 2 for page j.
-  auto k_tile = [&](int) -> unsigned char* { return conv; };
+  unsigned char* const k_tile = conv;
   auto v_tile = [&](int j) -> unsigned char* { return conv + Page::kK + (j & 1) * Page::kV; };
 
   if (wg == 0) {
@@ -342,7 +330,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       unsigned char* stage = stages + (j & 1) * L::kStageBytes;
       const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
       if (j >= 1) bar_wait(&bars[kKEmpty], (j - 1) & 1);  // the consumers' Q K^T of page j - 1
-      at::convert_side<FMT, true, at::kSideK, 128>(src, stage, k_tile(j), u.valid[begin + j], tid);
+      at::convert_side<FMT, true, at::kSideK, 128>(src, stage, k_tile, u.valid[begin + j], tid);
       bar_arrive(&bars[kKFull]);
       // V tile j % 2: the consumers' P V of page j - 2 has read it.
       if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
@@ -379,10 +367,10 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   // Page j: wait for its K tile, issue its Q K^T into s.
   auto issue_qk = [&](int j, float (&s)[64]) {
     bar_wait(&bars[kKFull], j & 1);
-    at::wg_qk<FMT, QK16>(q_addr, ROWS * 128, gm::smem_addr(k_tile(j)), s);
+    at::wg_qk<FMT, QK16>(q_addr, ROWS * 128, gm::smem_addr(k_tile), s);
   };
   // Page j's Q K^T completed (wait<1>: one later group may still run): release the K tile
-  // (BF16: its stage goes with V) and run the softmax step.
+  // and run the softmax step.
   auto softmax = [&](int j, float (&s)[64], float (&alpha)[2]) {
     gm::fence_operands(s);
     bar_arrive(&bars[kKEmpty]);
@@ -394,7 +382,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
     bar_wait(&bars[kVFull + (j & 1)], (j >> 1) & 1);
     at::wg_pv<FMT>(pa, gm::smem_addr(v_tile(j)), o, o_live);
   };
-  // After page j's P V completed: release its V tile (BF16: its stage).
+  // After page j's P V completed: release its V tile.
   auto pv_done = [&](int j) {
     gm::fence_operands(o);
     o_live = true;
@@ -404,8 +392,8 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   // page only in its turn and then hands the turn over, so that the two warpgroups drift
   // half a page apart and one's softmax runs under the other's wgmmas. Turn barriers
   // kTurnBar + w (256 threads: warpgroup w syncs, the other arrives); warpgroup 0 starts.
-  // FP8 only: NVFP4, bound by its producer's widening, ran 1-2 % slower with it (H200,
-  // session 32 run I; FP8 0-5 % faster).
+  // FP8 only: NVFP4, bound by its producer's widening, ran at 0.98-1.02x with it (H200,
+  // session 32 run I; FP8 1.00-1.05x).
   constexpr bool kPingPong = FLASHMSA_DECODE_PINGPONG != 0 && L::kConsumers == 2 && FMT == kFp8;
   const int cw = wg - 1;
   auto turn_begin = [&] {
@@ -513,8 +501,9 @@ template <int FMT, bool QK16, int ROWS>
 cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
   // The warp-specialised kernel runs the exact FP8 / NVFP4 paths (F16 Q K^T). BF16 keeps
   // the serial kernel: with page j's Q K^T under page j-1's P V, two stages of K + V leave
-  // the copy of page j+1 waiting for page j-1's release, and BF16 ran 2-12 % slower that
-  // way (H200, session 32 run C); three stages do not fit beside the Q tile.
+  // the copy of page j+1 waiting for page j-1's release, and BF16 ran at 0.88-1.04x of
+  // the serial kernel that way (H200, session 32 run C); three K + V stages do not fit
+  // beside the Q tile.
   if constexpr (QK16) {
     if (!p.serial_tile) {
       using L = WsLayout<FMT, ROWS>;

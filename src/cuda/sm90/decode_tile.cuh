@@ -40,6 +40,31 @@ __device__ __forceinline__ void locate_row(const DecodeParams& p, long long qrow
   *pos = seq_len - q_len + (qrow - start);
 }
 
+/// What one CTA of a tile kernel covers: blockIdx.x = query block qb + nqb x KV head g,
+/// blockIdx.y = KV split; query rows [q0, q0 + nq), tile rows nq x G (row r = query row
+/// q0 + r / G, head g G + r % G).
+struct CtaTile {
+  int G;         // query heads per KV head
+  int g;         // KV head
+  int split;     // KV split
+  long long q0;  // first query row of the flattened batch
+  int nq;        // query rows (<= queries_per_cta)
+  int nrows;     // valid tile rows, nq x G
+};
+
+__device__ __forceinline__ CtaTile cta_tile(const DecodeParams& p) {
+  CtaTile t;
+  t.G = p.num_q_heads / p.num_kv_heads;
+  const int R = p.queries_per_cta;
+  const int nqb = (p.num_rows + R - 1) / R;
+  t.g = static_cast<int>(blockIdx.x) / nqb;
+  t.split = static_cast<int>(blockIdx.y);
+  t.q0 = static_cast<long long>(static_cast<int>(blockIdx.x) % nqb) * R;
+  t.nq = static_cast<int>(min(static_cast<long long>(R), p.num_rows - t.q0));
+  t.nrows = t.nq * t.G;
+  return t;
+}
+
 /// The page union of one CTA (static shared memory): its rows' valid top-k candidates,
 /// then the sorted union of distinct (request, logical page) keys with, per union page,
 /// its physical page, valid tokens and the bit mask of query rows that selected it.
@@ -182,7 +207,6 @@ __device__ __forceinline__ void build_page_union(const DecodeParams& p, UnionSme
     atomicOr(&u.mask[rank], 1u << (c / kE));
   }
   __syncthreads();
-
 }
 
 /// A thread's two accumulator rows (r0 = lane/4, r1 = r0 + 8 of its warp's 16) of the
