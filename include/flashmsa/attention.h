@@ -138,11 +138,11 @@ class SparseDecodePlan {
   /// CUDA: the decode kernel plan() chose. Small batches: one CTA per query row, KV head
   /// and split, on warp-level MMAs, with P V split across the warps by head dims
   /// ("warp_mma_dsplit": one or two pages per split) or by tokens ("warp_mma"). Larger
-  /// batches: "tile" (wgmma over tiles of up to 128 query rows x heads; for FP8 and NVFP4
-  /// caches with exact F16 Q K^T in a warp-specialised form, where a producer warpgroup
-  /// copies and widens the pages; BF16 and the FLASHMSA_FP8_QK=e4m3 opt-in in the serial
-  /// form), or "tile_serial" (the serial form, CTA barriers between the steps of every
-  /// page, for every format; only when FLASHMSA_DECODE_KERNEL=tile_serial forces it).
+  /// batches: "tile" (wgmma over tiles of up to 128 query rows x heads, in a
+  /// warp-specialised form where a producer warpgroup copies (and widens FP8 / NVFP4)
+  /// the pages; the FLASHMSA_FP8_QK=e4m3 opt-in in the serial form), or "tile_serial" (the
+  /// serial form, CTA barriers between the steps of every page, for every format; only
+  /// when FLASHMSA_DECODE_KERNEL=tile_serial forces it).
   /// "cpu" for CPU plans, before any plan() and after a failed one.
   const char* kernel() const { return kernel_; }
 

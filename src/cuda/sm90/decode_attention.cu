@@ -200,33 +200,39 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------
-// Warp-specialised tile kernel for the FP8 formats (session 32): the same CTA work (query
+// Warp-specialised tile kernel (session 32): the same CTA work (query
 // block x KV head x split, the page union, 64 tile rows per consumer warpgroup) with the
 // page pipeline split by role instead of CTA barriers between the steps of every page.
-//   - Warpgroup 0 (producer): the page copies (cp.async) and the widening of the E4M3 /
+//   - Warpgroup 0 (producer): the page copies (cp.async) and the widening of E4M3 /
 //     NVFP4 pages into F16 K and V tiles; it signals each tile full on an mbarrier.
 //   - Warpgroups 1.. (consumers, 64 tile rows each): Q K^T, softmax, P V; they release a
 //     tile on an mbarrier as soon as their wgmmas have read it.
 // Each consumer warpgroup issues page j's Q K^T before page j-1's P V, so that page j's
 // softmax runs under that P V.
-// 2 raw stages, one F16 K tile (released after Q K^T) and two F16 V tiles
+// FP8 / NVFP4: 2 raw stages, one F16 K tile (released after Q K^T) and two F16 V tiles
 // (page j's V is widened while the consumers still read page j-1's). Page j's K and V are
 // widened under the consumers' softmax of page j-1; page j+2's copy is issued once page
 // j is widened.
+// BF16: the copies land in three K tiles and two V tiles (K two pages ahead, V as soon as
+// page j-2's P V released its tile); with one K + V stage pair per page, page j+1's copy
+// waited for page j-1's release and BF16 ran at 0.88-1.04x of the serial kernel (H200,
+// session 32 run C).
 // ---------------------------------------------------------------------------------------
 template <int FMT, int ROWS>
 struct WsLayout {
-  static_assert(FMT != kBf16, "the warp-specialised kernel runs the FP8 formats");
-  static constexpr bool kQK16 = true;  // the exact F16 Q K^T of the FP8 formats (D7)
+  static constexpr bool kBf16Fmt = FMT == kBf16;
+  static constexpr bool kQK16 = !kBf16Fmt;  // the exact F16 Q K^T of the FP8 formats (D7)
   using Page = at::PageBytes<FMT, kQK16>;
   static constexpr int kConsumers = ROWS / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kQBytes = ROWS * Page::kQRow;
-  static constexpr int kStages = 2;
+  // FP8 / NVFP4: 2 raw stages, then the K tile and V tiles 0 and 1 (Page::kConv = K + one
+  // V). BF16: no raw stages; K tiles 0-2 and V tiles 0 and 1, the copies' targets.
+  static constexpr int kStages = kBf16Fmt ? 0 : 2;
   static constexpr int kStageBytes = (Page::kStage + 1023) / 1024 * 1024;
-  // The K tile, then V tiles 0 and 1 (Page::kConv = K + one V).
-  static constexpr int kConvBytes = Page::kConv + Page::kV;
-  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kConvBytes + 1024;  // + alignment slack
+  static constexpr int kKTiles = kBf16Fmt ? 3 : 1;
+  static constexpr int kTileBytes = kKTiles * Page::kK + 2 * Page::kV;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kTileBytes + 1024;  // + alignment slack
 };
 
 // mbarrier helpers (CUTLASS ClusterBarrier on a CTA-local barrier).
@@ -264,8 +270,9 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   using L = WsLayout<FMT, ROWS>;
   using Page = typename L::Page;
   constexpr bool QK16 = L::kQK16;
-  constexpr bool FP8P = true;
+  constexpr bool FP8P = FMT != kBf16;
   constexpr int kThreads = L::kThreads;
+  constexpr int KT = L::kKTiles;
   constexpr int kCons = 128 * L::kConsumers;
   constexpr int S = L::kStages;
   extern __shared__ unsigned char smem_raw[];
@@ -275,11 +282,12 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       (reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
   unsigned char* sQ = smem;                            // [ROWS] x kQRow, SW128
   unsigned char* stages = smem + L::kQBytes;           // S page stages
-  unsigned char* conv = stages + S * L::kStageBytes;   // the F16 K and V tiles
+  unsigned char* tiles = stages + S * L::kStageBytes;  // K tiles, then V tiles
   __shared__ dt::UnionSmem u;
-  // K full (producer), K empty (consumers), V full[2] (producer), V empty[2] (consumers).
-  __shared__ alignas(8) std::uint64_t bars[6];
-  constexpr int kKFull = 0, kKEmpty = 1, kVFull = 2, kVEmpty = 4;
+  // K full[KT] (producer), K empty[KT] (consumers), V full[2] (producer), V empty[2]
+  // (consumers).
+  __shared__ alignas(8) std::uint64_t bars[2 * KT + 4];
+  constexpr int kKFull = 0, kKEmpty = KT, kVFull = 2 * KT, kVEmpty = 2 * KT + 2;
 
   const dt::CtaTile t = dt::cta_tile(p);
   const int G = t.G, g = t.g, split = t.split, nq = t.nq, nrows = t.nrows;
@@ -288,8 +296,10 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   const int wg = tid >> 7, warp = (tid >> 5) & 3;  // warpgroup, warp inside it
 
   if (tid == 0) {
-    cutlass::arch::ClusterBarrier::init(&bars[kKFull], 128);
-    cutlass::arch::ClusterBarrier::init(&bars[kKEmpty], kCons);
+    for (int b = 0; b < KT; ++b) {
+      cutlass::arch::ClusterBarrier::init(&bars[kKFull + b], 128);
+      cutlass::arch::ClusterBarrier::init(&bars[kKEmpty + b], kCons);
+    }
     for (int b = 0; b < 2; ++b) {
       cutlass::arch::ClusterBarrier::init(&bars[kVFull + b], 128);
       cutlass::arch::ClusterBarrier::init(&bars[kVEmpty + b], kCons);
@@ -306,13 +316,59 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   const int per = (n_all + p.num_splits - 1) / p.num_splits;
   const int begin = split * per;
   const int n = max(0, min(n_all, begin + per) - begin);  // pages of this split
-  // The F16 tiles: one K tile, and V tile j % 2 for page j.
-  unsigned char* const k_tile = conv;
-  auto v_tile = [&](int j) -> unsigned char* { return conv + Page::kK + (j & 1) * Page::kV; };
+  // Page j's tiles: K tile j % KT, V tile j % 2 (F16 images for the FP8 formats); its K
+  // barriers kKFull / kKEmpty + j % KT, completion j / KT.
+  auto k_tile = [&](int j) -> unsigned char* { return tiles + (j % KT) * Page::kK; };
+  auto v_tile = [&](int j) -> unsigned char* { return tiles + KT * Page::kK + (j & 1) * Page::kV; };
 
   if (wg == 0) {
     // ---------------- producer ----------------
     if constexpr (L::kConsumers == 2) set_max_registers<false, kProducerRegs>();
+    if constexpr (FMT == kBf16) {
+      // The copies land in the tiles. Items in issue order: K(0), K(1), then per page j
+      // V(j), K(j + 2); item s is one commit group (empty where the page does not exist),
+      // s = 2 + 2 j for V(j), 3 + 2 j for K(j + 2). After committing item s, items <= s - 2
+      // have landed (wait_group 2) and are signalled, so an item is never signalled behind
+      // a wait for a release that needs it: K(j + 2) waits for the consumers' Q K^T of
+      // page j - 1, V(j) for their P V of page j - 2, both signalled by then.
+      const int items = 2 + 2 * n;
+      auto item_page = [&](int s, bool& is_k) {
+        is_k = s < 2 || (s & 1);
+        return s < 2 ? s : (is_k ? (s - 3) / 2 + 2 : (s - 2) / 2);
+      };
+      auto issue_item = [&](int s) {
+        bool is_k;
+        const int j = item_page(s, is_k);
+        if (j >= n) return;
+        const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
+        if (is_k) {
+          if (j >= KT) bar_wait(&bars[kKEmpty + j % KT], (j / KT - 1) & 1);
+          at::issue_side_copy<FMT, false, at::kSideK, 128>(src, k_tile(j), u.valid[begin + j], tid);
+        } else {
+          if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
+          at::issue_side_copy<FMT, false, at::kSideV, 128>(src, v_tile(j) - Page::kK, u.valid[begin + j], tid);
+        }
+      };
+      auto signal_item = [&](int s) {
+        bool is_k;
+        const int j = item_page(s, is_k);
+        if (j >= n) return;
+        bar_arrive(is_k ? &bars[kKFull + j % KT] : &bars[kVFull + (j & 1)]);
+      };
+#pragma unroll 1
+      for (int s = 0; s < items; ++s) {
+        issue_item(s);
+        at::cp_async_commit();
+        if (s >= 2) {
+          at::cp_async_wait<2>();
+          at::fence_view_async_shared();
+          signal_item(s - 2);
+        }
+      }
+      at::cp_async_wait<0>();
+      at::fence_view_async_shared();
+      for (int s = max(0, items - 2); s < items; ++s) signal_item(s);
+    } else {
     auto issue = [&](int j) {
       at::issue_page_copy<FMT, QK16, 128>(dt::page_src<FMT>(p, u, begin + j, g), stages + (j & 1) * L::kStageBytes,
                                           u.valid[begin + j], tid);
@@ -330,7 +386,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       unsigned char* stage = stages + (j & 1) * L::kStageBytes;
       const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
       if (j >= 1) bar_wait(&bars[kKEmpty], (j - 1) & 1);  // the consumers' Q K^T of page j - 1
-      at::convert_side<FMT, true, at::kSideK, 128>(src, stage, k_tile, u.valid[begin + j], tid);
+      at::convert_side<FMT, true, at::kSideK, 128>(src, stage, k_tile(j), u.valid[begin + j], tid);
       bar_arrive(&bars[kKFull]);
       // V tile j % 2: the consumers' P V of page j - 2 has read it.
       if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
@@ -339,6 +395,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       named_sync(kProducerBar, 128);  // stage j % 2 read by everyone
       if (j + 2 < n) issue(j + 2);
       at::cp_async_commit();
+    }
     }
     at::cp_async_wait<0>();
     return;
@@ -366,14 +423,14 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   const std::uint32_t q_addr = gm::smem_addr(sQ) + row0 * 128;
   // Page j: wait for its K tile, issue its Q K^T into s.
   auto issue_qk = [&](int j, float (&s)[64]) {
-    bar_wait(&bars[kKFull], j & 1);
-    at::wg_qk<FMT, QK16>(q_addr, ROWS * 128, gm::smem_addr(k_tile), s);
+    bar_wait(&bars[kKFull + j % KT], (j / KT) & 1);
+    at::wg_qk<FMT, QK16>(q_addr, ROWS * 128, gm::smem_addr(k_tile(j)), s);
   };
   // Page j's Q K^T completed (wait<1>: one later group may still run): release the K tile
   // and run the softmax step.
   auto softmax = [&](int j, float (&s)[64], float (&alpha)[2]) {
     gm::fence_operands(s);
-    bar_arrive(&bars[kKEmpty]);
+    bar_arrive(&bars[kKEmpty + j % KT]);
     const int i = begin + j;
     dt::softmax_page<FP8P>(s, rs, u.key[i], u.mask[i], u.valid[i], lane, c2, m, l, alpha);
   };
@@ -392,9 +449,9 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   // page only in its turn and then hands the turn over, so that the two warpgroups drift
   // half a page apart and one's softmax runs under the other's wgmmas. Turn barriers
   // kTurnBar + w (256 threads: warpgroup w syncs, the other arrives); warpgroup 0 starts.
-  // FP8 only: NVFP4, bound by its producer's widening, ran at 0.98-1.02x with it (H200,
+  // Not NVFP4: bound by its producer's widening, it ran at 0.98-1.02x with it (H200,
   // session 32 run I; FP8 1.00-1.05x).
-  constexpr bool kPingPong = FLASHMSA_DECODE_PINGPONG != 0 && L::kConsumers == 2 && FMT == kFp8;
+  constexpr bool kPingPong = FLASHMSA_DECODE_PINGPONG != 0 && L::kConsumers == 2 && FMT != kNvfp4;
   const int cw = wg - 1;
   auto turn_begin = [&] {
     if constexpr (kPingPong) named_sync(kTurnBar + cw, 256);
@@ -499,12 +556,9 @@ cudaError_t launch_tile_kernel(Kernel kernel, int threads, int smem, const Decod
 
 template <int FMT, bool QK16, int ROWS>
 cudaError_t launch_rows(const DecodeParams& p, cudaStream_t stream) {
-  // The warp-specialised kernel runs the exact FP8 / NVFP4 paths (F16 Q K^T). BF16 keeps
-  // the serial kernel: with page j's Q K^T under page j-1's P V, two stages of K + V leave
-  // the copy of page j+1 waiting for page j-1's release, and BF16 ran at 0.88-1.04x of
-  // the serial kernel that way (H200, session 32 run C); three K + V stages do not fit
-  // beside the Q tile.
-  if constexpr (QK16) {
+  // The warp-specialised kernel runs BF16 and the exact FP8 / NVFP4 paths (F16 Q K^T);
+  // the FP8 formats' QGMMA opt-in keeps the serial kernel.
+  if constexpr (QK16 || FMT == kBf16) {
     if (!p.serial_tile) {
       using L = WsLayout<FMT, ROWS>;
       static bool configured[64] = {};

@@ -14,12 +14,12 @@
 // counter; the last CTA to arrive merges the splits of its tile rows. Only when that
 // merge would be too big for one CTA (tile rows x splits > 256) does a combine kernel
 // merge instead (decode_attention.cu, kFoldMaxRowSplits).
-// BF16 pages are double buffered with cp.async and every page's steps (copy wait, Q K^T,
-// softmax, P V) are separated by CTA barriers (sparse_attention_kernel). The FP8 formats
-// run a warp-specialised form (sparse_attention_ws_kernel): a producer warpgroup copies
-// and widens the pages into F16 tiles behind mbarriers, and each consumer warpgroup
-// issues page j's Q K^T before page j-1's P V (DecodeParams::serial_tile forces the
-// serial form). The page union, the softmax step and the epilogue are shared
+// By default a warp-specialised form runs (sparse_attention_ws_kernel): a producer
+// warpgroup copies the pages (and widens E4M3 / NVFP4 into F16 tiles) behind mbarriers,
+// and each consumer warpgroup issues page j's Q K^T before page j-1's P V. The serial
+// form (sparse_attention_kernel: pages double buffered with cp.async, CTA barriers
+// between copy wait, Q K^T, softmax and P V) runs the FP8 QGMMA opt-in and
+// DecodeParams::serial_tile. The page union, the softmax step and the epilogue are shared
 // (decode_tile.cuh). Prefill uses prefill_kvouter.h by default.
 #pragma once
 
