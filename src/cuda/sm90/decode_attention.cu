@@ -369,33 +369,34 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       at::fence_view_async_shared();
       for (int s = max(0, items - 2); s < items; ++s) signal_item(s);
     } else {
-    auto issue = [&](int j) {
-      at::issue_page_copy<FMT, QK16, 128>(dt::page_src<FMT>(p, u, begin + j, g), stages + (j & 1) * L::kStageBytes,
-                                          u.valid[begin + j], tid);
-    };
-    // Pages 0 and 1 in flight; page j + 2 goes into page j's stage once it is widened.
+      // E4M3 / NVFP4: raw pages into 2 stages, widened into the F16 tiles.
+      auto issue = [&](int j) {
+        at::issue_page_copy<FMT, QK16, 128>(dt::page_src<FMT>(p, u, begin + j, g),
+                                            stages + (j & 1) * L::kStageBytes, u.valid[begin + j], tid);
+      };
+      // Pages 0 and 1 in flight; page j + 2 goes into page j's stage once it is widened.
 #pragma unroll 1
-    for (int j = 0; j < 2; ++j) {
-      if (j < n) issue(j);
-      at::cp_async_commit();
-    }
+      for (int j = 0; j < 2; ++j) {
+        if (j < n) issue(j);
+        at::cp_async_commit();
+      }
 #pragma unroll 1
-    for (int j = 0; j < n; ++j) {
-      at::cp_async_wait<1>();         // this thread's copies of page j
-      named_sync(kProducerBar, 128);  // everyone's
-      unsigned char* stage = stages + (j & 1) * L::kStageBytes;
-      const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
-      if (j >= 1) bar_wait(&bars[kKEmpty], (j - 1) & 1);  // the consumers' Q K^T of page j - 1
-      at::convert_side<FMT, true, at::kSideK, 128>(src, stage, k_tile(j), u.valid[begin + j], tid);
-      bar_arrive(&bars[kKFull]);
-      // V tile j % 2: the consumers' P V of page j - 2 has read it.
-      if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
-      at::convert_side<FMT, true, at::kSideV, 128>(src, stage, v_tile(j) - Page::kK, u.valid[begin + j], tid);
-      bar_arrive(&bars[kVFull + (j & 1)]);
-      named_sync(kProducerBar, 128);  // stage j % 2 read by everyone
-      if (j + 2 < n) issue(j + 2);
-      at::cp_async_commit();
-    }
+      for (int j = 0; j < n; ++j) {
+        at::cp_async_wait<1>();         // this thread's copies of page j
+        named_sync(kProducerBar, 128);  // everyone's
+        unsigned char* stage = stages + (j & 1) * L::kStageBytes;
+        const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
+        if (j >= 1) bar_wait(&bars[kKEmpty], (j - 1) & 1);  // the consumers' Q K^T of page j - 1
+        at::convert_side<FMT, true, at::kSideK, 128>(src, stage, k_tile(j), u.valid[begin + j], tid);
+        bar_arrive(&bars[kKFull]);
+        // V tile j % 2: the consumers' P V of page j - 2 has read it.
+        if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
+        at::convert_side<FMT, true, at::kSideV, 128>(src, stage, v_tile(j) - Page::kK, u.valid[begin + j], tid);
+        bar_arrive(&bars[kVFull + (j & 1)]);
+        named_sync(kProducerBar, 128);  // stage j % 2 read by everyone
+        if (j + 2 < n) issue(j + 2);
+        at::cp_async_commit();
+      }
     }
     at::cp_async_wait<0>();
     return;
