@@ -443,17 +443,22 @@ TEST(CudaDecode, PaddingRowsAreExactZeros) {
 
 TEST(CudaDecode, BitwiseDeterministic) {
   REQUIRE_GPU();
-  Case c;
-  c.format = KvFormat::fp8;
-  c.batch = 5;
-  c.q_per_req = 8;
-  c.seq_lens = {1000, 20000, 60000, 128, 7777};
-  const Inputs in = make_inputs(c);
-  for (const char* kernel : kKernels) {
-    ScopedDecodeKernel force(kernel);
-    const Result a = run_gpu(c, in), b = run_gpu(c, in);
-    EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0) << kernel;
-    EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0) << kernel;
+  // Q 8 x 16 heads per KV head: 128 tile rows, the tile kernels' two-consumer form.
+  for (KvFormat f : {KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.format = f;
+    c.batch = 5;
+    c.q_per_req = 8;
+    c.seq_lens = {1000, 20000, 60000, 128, 7777};
+    const Inputs in = make_inputs(c);
+    const Result cpu = run_cpu(c, in);
+    for (const char* kernel : kKernels) {
+      ScopedDecodeKernel force(kernel);
+      const Result a = run_gpu(c, in), b = run_gpu(c, in);
+      EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0) << name_of(c) << kernel;
+      EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0) << name_of(c) << kernel;
+      expect_close(a, cpu, true, name_of(c) + " kernel " + kernel);
+    }
   }
 }
 

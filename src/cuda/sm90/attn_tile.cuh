@@ -224,6 +224,19 @@ __device__ __forceinline__ uint4 nvfp4_group_to_e4m3(uint2 in, std::uint8_t scal
   return gm::nvfp4x16_lookup(in, gm::nvfp4_lut(scale));
 }
 
+/// The 256 block-scale tables (gm::nvfp4_lut of every scale byte) as 16-byte entries
+/// {t.x, t.y, d, 0} at the shared address `lut` (4 KB), for `convert_side`'s lut. Threads
+/// tid of NTHR; the caller syncs before the reads.
+template <int NTHR>
+__device__ __forceinline__ void store_nvfp4_luts(std::uint32_t lut, int tid) {
+  for (int e = tid; e < 256; e += NTHR) {
+    const gm::Nvfp4Lut l = gm::nvfp4_lut(static_cast<std::uint32_t>(e));
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(lut + 16u * e), "r"(l.t.x), "r"(l.t.y), "r"(l.d),
+                 "r"(0u)
+                 : "memory");
+  }
+}
+
 __device__ __forceinline__ std::uint8_t nvfp4_scale(const std::uint8_t* plane, std::int64_t tok_stride, bool swz,
                                                     int t, int grp) {
   const std::int64_t so = swz ? 32 * (t / 4) + 4 * grp + (t % 4) : t * tok_stride + grp;
@@ -288,9 +301,14 @@ constexpr int kConvBatch = 4;
 /// before the warpgroups read the tile. As in issue_side_copy, a thread keeps one
 /// (chunk, swizzle) and steps over tokens, with shared-space loads and stores.
 /// kPermK (QK16 only): the F16 K tile in the K-permuted order (e4m3x16_to_f16_perm).
-template <int FMT, bool QK16, int SIDE, int NTHR, bool kPermK = false>
+/// TOK, tok0 (NVFP4 only): convert tokens [tok0, tok0 + TOK) of the page (TOK a multiple
+/// of NTHR / 8), so that several thread groups can share one side. lut (NVFP4, nonzero):
+/// the shared address of the 256 block-scale tables (`store_nvfp4_luts`), read instead of
+/// computing each group's table.
+template <int FMT, bool QK16, int SIDE, int NTHR, bool kPermK = false, int TOK = 128, bool kLut = false>
 __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
-                                             int tid) {
+                                             int tid, int tok0 = 0, std::uint32_t lut = 0) {
+  static_assert(TOK == 128 || FMT == kNvfp4, "token ranges: NVFP4 only");
   static_assert(!kPermK || QK16, "the permuted K tile is an F16 tile");
   using B = PageBytes<FMT, QK16>;
   const std::uint32_t tile = gm::smem_addr(SIDE == kSideK ? B::k_tile(stage, conv) : B::v_tile(stage, conv));
@@ -333,13 +351,14 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
     }
   } else if constexpr (FMT == kNvfp4) {
     constexpr int kS = NTHR / 8;  // (token, group of 16 dims): 8 per token
-    static_assert(NTHR % 8 == 0 && kS % 8 == 0 && 128 % kS == 0, "thread count");
+    static_assert(NTHR % 8 == 0 && kS % 8 == 0 && TOK % kS == 0, "thread count");
     const std::uint8_t* plane = B::scales(stage, SIDE);  // the page's scales (issue_scale_copy)
     const bool swz = SIDE == kSideK ? s.k_swz : s.v_swz;
     int t0, grp;
     token_group_of(ut, t0, grp);
+    t0 += tok0;
     const std::uint32_t r0 = raw + t0 * 64 + grp * 8;
-    constexpr int kN = 128 / kS, kB = kN < kConvBatch ? kN : kConvBatch;
+    constexpr int kN = TOK / kS, kB = kN < kConvBatch ? kN : kConvBatch;
 #pragma unroll
     for (int i0 = 0; i0 < kN; i0 += kB) {
       uint2 in[kB];
@@ -353,7 +372,15 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
         const int t = t0 + kS * (i0 + b);
-        const uint4 e = nvfp4_group_to_e4m3(in[b], sc[b]);
+        gm::Nvfp4Lut lt;
+        if constexpr (kLut) {
+          const uint4 w = lds128(lut + 16u * sc[b]);
+          lt.t = make_uint2(w.x, w.y);
+          lt.d = w.z;
+        } else {
+          lt = gm::nvfp4_lut(sc[b]);
+        }
+        const uint4 e = gm::nvfp4x16_lookup(in[b], lt);
         if (SIDE == kSideK && !QK16) {
           sts128(tile + gm::sw128_offset(t, 16 * grp, 128), e);
         } else if (SIDE == kSideK && kPermK) {
@@ -370,6 +397,8 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
   }
   (void)s;
   (void)valid;
+  (void)tok0;
+  (void)lut;
   (void)tile;
   (void)raw;
   (void)ut;

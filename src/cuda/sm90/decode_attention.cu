@@ -209,15 +209,24 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
 //     tile on an mbarrier as soon as their wgmmas have read it.
 // Each consumer warpgroup issues page j's Q K^T before page j-1's P V, so that page j's
 // softmax runs under that P V.
-// FP8 / NVFP4: 2 raw stages, one F16 K tile (released after Q K^T) and two F16 V tiles
-// (page j's V is widened while the consumers still read page j-1's). Page j's K and V are
-// widened under the consumers' softmax of page j-1; page j+2's copy is issued once page
-// j is widened.
+// FP8: 2 raw stages, one F16 K tile (released after Q K^T) and two F16 V tiles (page j's
+// V is widened while the consumers still read page j-1's). Page j's K and V are widened
+// under the consumers' softmax of page j-1; page j+2's copy is issued once page j is
+// widened.
+// NVFP4: the same with 3 raw stages, but each consumer warpgroup widens its share of page
+// j's V tokens itself after forming page j's P; the producer widens only K. One producer
+// warpgroup widening both sides bounded the kernel: without any widening (a diagnosis
+// build) it ran 1.66-1.70x faster at batch >= 64 (64/4), without the V side 1.36-1.38x;
+// with the V side on the consumers it is 1.12-1.21x faster (H200, session 33 runs A-E).
+// Two K tiles (K widened a page ahead) were 1-2 % slower (run D).
 // BF16: the copies land in three K tiles and two V tiles (K two pages ahead, V as soon as
 // page j-2's P V released its tile); with one K + V stage pair per page, page j+1's copy
 // waited for page j-1's release and BF16 ran at 0.88-1.04x of the serial kernel (H200,
 // session 32 run C).
 // ---------------------------------------------------------------------------------------
+#ifndef FLASHMSA_WS_NV_VWIDEN  // NVFP4 V widening: 1 by the consumers (default), 0 by the producer
+#define FLASHMSA_WS_NV_VWIDEN 1
+#endif
 template <int FMT, int ROWS>
 struct WsLayout {
   static constexpr bool kBf16Fmt = FMT == kBf16;
@@ -226,13 +235,18 @@ struct WsLayout {
   static constexpr int kConsumers = ROWS / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kQBytes = ROWS * Page::kQRow;
-  // FP8 / NVFP4: 2 raw stages, then the K tile and V tiles 0 and 1 (Page::kConv = K + one
+  // FP8 / NVFP4: raw stages, then the K tile and V tiles 0 and 1 (Page::kConv = K + one
   // V). BF16: no raw stages; K tiles 0-2 and V tiles 0 and 1, the copies' targets.
-  static constexpr int kStages = kBf16Fmt ? 0 : 2;
+  // NVFP4 (kConsV): the consumers widen V (each warpgroup its share of the tokens) and the
+  // producer only K; three raw stages keep two pages' copies in flight while the
+  // consumers still read the third's V. FLASHMSA_WS_NV_VWIDEN=0 builds the FP8 form.
+  static constexpr bool kConsV = FMT == kNvfp4 && FLASHMSA_WS_NV_VWIDEN != 0;
+  static constexpr int kStages = kBf16Fmt ? 0 : (kConsV ? 3 : 2);
   static constexpr int kStageBytes = (Page::kStage + 1023) / 1024 * 1024;
   static constexpr int kKTiles = kBf16Fmt ? 3 : 1;
   static constexpr int kTileBytes = kKTiles * Page::kK + 2 * Page::kV;
-  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kTileBytes + 1024;  // + alignment slack
+  static constexpr int kLutBytes = kConsV ? 4096 : 0;  // the NVFP4 block-scale tables, after the tiles
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kTileBytes + kLutBytes + 1024;  // + slack
 };
 
 // mbarrier helpers (CUTLASS ClusterBarrier on a CTA-local barrier).
@@ -284,10 +298,13 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   unsigned char* stages = smem + L::kQBytes;           // S page stages
   unsigned char* tiles = stages + S * L::kStageBytes;  // K tiles, then V tiles
   __shared__ dt::UnionSmem u;
-  // K full[KT] (producer), K empty[KT] (consumers), V full[2] (producer), V empty[2]
-  // (consumers).
-  __shared__ alignas(8) std::uint64_t bars[2 * KT + 4];
-  constexpr int kKFull = 0, kKEmpty = KT, kVFull = 2 * KT, kVEmpty = 2 * KT + 2;
+  // K full[KT] (producer), K empty[KT] (consumers), V full[2] (producer; the consumers
+  // with kConsV), V empty[2] (consumers). kConsV: also raw full[S] (producer: the stage's
+  // copies landed) and stage free[S] (consumers: its V widened).
+  constexpr bool kConsV = L::kConsV;
+  __shared__ alignas(8) std::uint64_t bars[2 * KT + 4 + (kConsV ? 2 * S : 0)];
+  constexpr int kKFull = 0, kKEmpty = KT, kVFull = 2 * KT, kVEmpty = 2 * KT + 2, kRawFull = 2 * KT + 4,
+                kStageFree = kRawFull + S;
 
   const dt::CtaTile t = dt::cta_tile(p);
   const int G = t.G, g = t.g, split = t.split, nq = t.nq, nrows = t.nrows;
@@ -301,13 +318,25 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       cutlass::arch::ClusterBarrier::init(&bars[kKEmpty + b], kCons);
     }
     for (int b = 0; b < 2; ++b) {
-      cutlass::arch::ClusterBarrier::init(&bars[kVFull + b], 128);
+      cutlass::arch::ClusterBarrier::init(&bars[kVFull + b], kConsV ? kCons : 128);
       cutlass::arch::ClusterBarrier::init(&bars[kVEmpty + b], kCons);
+    }
+    if constexpr (kConsV) {
+      for (int b = 0; b < S; ++b) {
+        cutlass::arch::ClusterBarrier::init(&bars[kRawFull + b], 256);  // two arrivals per producer thread
+        cutlass::arch::ClusterBarrier::init(&bars[kStageFree + b], kCons);
+      }
     }
   }
   QTileLoad<FMT, QK16, ROWS, kThreads> qload;
   dt::build_page_union<kThreads>(
       p, u, q0, nq, g, tid, [&] { qload.issue(p, sQ, q0, nrows, g, G, tid); }, [&] { qload.finish(sQ, tid); });
+  // NVFP4: the 256 block-scale tables, read by the consumers' V widening instead of
+  // computing each 16-value group's table (1.00-1.02x, H200, session 33 run E). The
+  // producer computes its tables: at 88 registers the table reads cost a 4-byte spill,
+  // for another 0-1 % (run E).
+  auto lut = [&] { return gm::smem_addr(tiles + L::kTileBytes); };  // not held across the roles' split
+  if constexpr (L::kLutBytes != 0) at::store_nvfp4_luts<kThreads>(lut(), tid);
   at::cp_async_wait<0>();  // the Q tile, before any role reads it
   at::fence_view_async_shared();
   __syncthreads();
@@ -368,6 +397,40 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       at::cp_async_wait<0>();
       at::fence_view_async_shared();
       for (int s = max(0, items - 2); s < items; ++s) signal_item(s);
+    } else if constexpr (kConsV) {
+      // NVFP4, V widened by the consumers: raw pages into S = 3 stages; the producer widens
+      // K. Raw full of a stage takes two arrivals per producer thread: one when its copies
+      // of the page completed (cp.async.mbarrier.arrive), one after its wait for them,
+      // which also releases the plain scale stores of unaligned planes.
+      auto issue = [&](int j) {
+        at::issue_page_copy<FMT, QK16, 128>(dt::page_src<FMT>(p, u, begin + j, g),
+                                            stages + (j % S) * L::kStageBytes, u.valid[begin + j], tid);
+        cutlass::arch::cpasync_barrier_arrive_noinc(&bars[kRawFull + j % S]);
+      };
+#pragma unroll 1
+      for (int j = 0; j < S; ++j) {
+        if (j < n) issue(j);
+        at::cp_async_commit();
+      }
+#pragma unroll 1
+      for (int j = 0; j < n; ++j) {
+        at::cp_async_wait<S - 1>();  // this thread's copies of page j (one group per page)
+        bar_arrive(&bars[kRawFull + j % S]);
+        named_sync(kProducerBar, 128);  // everyone's
+        const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
+        // K tile j % KT: the consumers' Q K^T of page j - KT has read it.
+        if (j >= KT) bar_wait(&bars[kKEmpty + j % KT], (j / KT - 1) & 1);
+        at::convert_side<FMT, true, at::kSideK, 128>(src, stages + (j % S) * L::kStageBytes, k_tile(j),
+                                                     u.valid[begin + j], tid);
+        bar_arrive(&bars[kKFull + j % KT]);
+        // Page j + 2 into page j - 1's stage: its K was widened by every producer thread
+        // (the named_sync above), its V by the consumers (stage free).
+        if (j >= 1 && j + 2 < n) {
+          bar_wait(&bars[kStageFree + (j - 1) % S], ((j - 1) / S) & 1);
+          issue(j + 2);
+        }
+        at::cp_async_commit();
+      }
     } else {
       // E4M3 / NVFP4: raw pages into 2 stages, widened into the F16 tiles.
       auto issue = [&](int j) {
@@ -446,6 +509,25 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
     o_live = true;
     bar_arrive(&bars[kVEmpty + (j & 1)]);
   };
+  // kConsV: widen this warpgroup's share of page j's V tokens into V tile j % 2 (after both
+  // warpgroups' P V of page j - 2), then signal the tile (V full) and the raw stage (free).
+  // After P of page j: under the wgmmas (before the wait for page j's Q K^T) it ran
+  // 1.00-1.11x slower at batch >= 32 (H200, session 33 run B).
+  constexpr int kVTok = 128 / L::kConsumers;
+  auto widen_v = [&](int j) {
+    if constexpr (kConsV) {
+      bar_wait(&bars[kRawFull + j % S], (j / S) & 1);
+      if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
+      at::PageSrc src;  // convert_side reads only the V scale layout
+      src.v_swz = p.v_swizzled;
+      at::convert_side<FMT, true, at::kSideV, 128, false, kVTok, true>(
+          src, stages + (j % S) * L::kStageBytes, v_tile(j) - Page::kK, u.valid[begin + j], ctid & 127,
+          (wg - 1) * kVTok, lut());
+      bar_arrive(&bars[kVFull + (j & 1)]);
+      bar_arrive(&bars[kStageFree + j % S]);
+    }
+  };
+
   // Ping-pong (two consumer warpgroups, FA3 style): a warpgroup issues its wgmmas of a
   // page only in its turn and then hands the turn over, so that the two warpgroups drift
   // half a page apart and one's softmax runs under the other's wgmmas. Turn barriers
@@ -475,6 +557,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       softmax(0, s, alpha);
       dt::rescale_o(o, alpha);
       dt::p_operand<FP8P>(s, pa);
+      widen_v(0);
     }
 #pragma unroll 1
     for (int j = 1; j < n; ++j) {
@@ -489,6 +572,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       pv_done(j - 1);
       dt::rescale_o(o, alpha);
       dt::p_operand<FP8P>(s, pa);
+      widen_v(j);
     }
     turn_begin();
     issue_pv(n - 1);
