@@ -455,9 +455,10 @@ TEST(CudaDecode, BitwiseDeterministic) {
     for (const char* kernel : kKernels) {
       ScopedDecodeKernel force(kernel);
       const Result a = run_gpu(c, in), b = run_gpu(c, in);
-      EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0) << name_of(c) << kernel;
-      EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0) << name_of(c) << kernel;
-      expect_close(a, cpu, true, name_of(c) + " kernel " + kernel);
+      const std::string what = name_of(c) + " kernel " + kernel;
+      EXPECT_EQ(std::memcmp(a.out.view().data, b.out.view().data, a.out.bytes()), 0) << what;
+      EXPECT_EQ(std::memcmp(a.lse.view().data, b.lse.view().data, a.lse.bytes()), 0) << what;
+      expect_close(a, cpu, true, what);
     }
   }
 }

@@ -353,6 +353,8 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
     constexpr int kS = NTHR / 8;  // (token, group of 16 dims): 8 per token
     static_assert(NTHR % 8 == 0 && kS % 8 == 0 && TOK % kS == 0, "thread count");
     const std::uint8_t* plane = B::scales(stage, SIDE);  // the page's scales (issue_scale_copy)
+    // The only field of s this branch reads (the decode kernel's consumers pass a PageSrc
+    // with v_swz alone).
     const bool swz = SIDE == kSideK ? s.k_swz : s.v_swz;
     int t0, grp;
     token_group_of(ut, t0, grp);

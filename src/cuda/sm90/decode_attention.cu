@@ -407,6 +407,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
                                             stages + (j % S) * L::kStageBytes, u.valid[begin + j], tid);
         cutlass::arch::cpasync_barrier_arrive_noinc(&bars[kRawFull + j % S]);
       };
+      // Commit group k holds page k: pages 0..S-1 from here, page j + 2 from iteration j >= 1.
 #pragma unroll 1
       for (int j = 0; j < S; ++j) {
         if (j < n) issue(j);
@@ -414,7 +415,10 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
       }
 #pragma unroll 1
       for (int j = 0; j < n; ++j) {
-        at::cp_async_wait<S - 1>();  // this thread's copies of page j (one group per page)
+        // This thread's copies of page j: groups 0..j + 1 are committed (0..S-1 at j = 0).
+        static_assert(S == 3, "group accounting");
+        if (j == 0) at::cp_async_wait<2>();
+        else at::cp_async_wait<1>();
         bar_arrive(&bars[kRawFull + j % S]);
         named_sync(kProducerBar, 128);  // everyone's
         const at::PageSrc src = dt::page_src<FMT>(p, u, begin + j, g);
@@ -425,11 +429,13 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
         bar_arrive(&bars[kKFull + j % KT]);
         // Page j + 2 into page j - 1's stage: its K was widened by every producer thread
         // (the named_sync above), its V by the consumers (stage free).
-        if (j >= 1 && j + 2 < n) {
-          bar_wait(&bars[kStageFree + (j - 1) % S], ((j - 1) / S) & 1);
-          issue(j + 2);
+        if (j >= 1) {
+          if (j + 2 < n) {
+            bar_wait(&bars[kStageFree + (j - 1) % S], ((j - 1) / S) & 1);
+            issue(j + 2);
+          }
+          at::cp_async_commit();  // group j + 2 (empty past the last page)
         }
-        at::cp_async_commit();
       }
     } else {
       // E4M3 / NVFP4: raw pages into 2 stages, widened into the F16 tiles.
@@ -518,7 +524,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
     if constexpr (kConsV) {
       bar_wait(&bars[kRawFull + j % S], (j / S) & 1);
       if (j >= 2) bar_wait(&bars[kVEmpty + (j & 1)], ((j >> 1) - 1) & 1);
-      at::PageSrc src;  // convert_side reads only the V scale layout
+      at::PageSrc src;  // convert_side's NVFP4 V branch reads only the V scale layout (v_swz)
       src.v_swz = p.v_swizzled;
       at::convert_side<FMT, true, at::kSideV, 128, false, kVTok, true>(
           src, stages + (j % S) * L::kStageBytes, v_tile(j) - Page::kK, u.valid[begin + j], ctid & 127,
@@ -532,9 +538,9 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   // page only in its turn and then hands the turn over, so that the two warpgroups drift
   // half a page apart and one's softmax runs under the other's wgmmas. Turn barriers
   // kTurnBar + w (256 threads: warpgroup w syncs, the other arrives); warpgroup 0 starts.
-  // Not NVFP4: bound by its producer's widening, it ran at 0.98-1.02x with it (H200,
-  // session 32 run I; FP8 1.00-1.05x).
-  constexpr bool kPingPong = FLASHMSA_DECODE_PINGPONG != 0 && L::kConsumers == 2 && FMT != kNvfp4;
+  // H200: FP8 1.00-1.05x (session 32 run I); NVFP4 0.99-1.03x once its consumers widen V
+  // (session 33 run H; 0.98-1.02x before, with the producer widening both sides).
+  constexpr bool kPingPong = FLASHMSA_DECODE_PINGPONG != 0 && L::kConsumers == 2;
   const int cw = wg - 1;
   auto turn_begin = [&] {
     if constexpr (kPingPong) named_sync(kTurnBar + cw, 256);
