@@ -302,9 +302,9 @@ constexpr int kConvBatch = 4;
 /// (chunk, swizzle) and steps over tokens, with shared-space loads and stores.
 /// kPermK (QK16 only): the F16 K tile in the K-permuted order (e4m3x16_to_f16_perm).
 /// TOK, tok0 (NVFP4 only): convert tokens [tok0, tok0 + TOK) of the page (TOK a multiple
-/// of NTHR / 8), so that several thread groups can share one side. lut (NVFP4, nonzero):
-/// the shared address of the 256 block-scale tables (`store_nvfp4_luts`), read instead of
-/// computing each group's table.
+/// of NTHR / 8), so that several thread groups can share one side. kLut, lut (NVFP4 only):
+/// read each group's table from the 256 block-scale tables at the shared address lut
+/// (`store_nvfp4_luts`) instead of computing it.
 template <int FMT, bool QK16, int SIDE, int NTHR, bool kPermK = false, int TOK = 128, bool kLut = false>
 __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
                                              int tid, int tok0 = 0, std::uint32_t lut = 0) {

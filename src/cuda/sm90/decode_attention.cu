@@ -217,8 +217,8 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
 // j's V tokens itself after forming page j's P; the producer widens only K. One producer
 // warpgroup widening both sides bounded the kernel: without any widening (a diagnosis
 // build) it ran 1.66-1.70x faster at batch >= 64 (64/4), without the V side 1.36-1.38x;
-// with the V side on the consumers it is 1.12-1.21x faster (H200, session 33 runs A-E).
-// Two K tiles (K widened a page ahead) were 1-2 % slower (run D).
+// with the V side on the consumers it is 1.10-1.24x faster at batch >= 32 (64/4; H200,
+// session 33 runs A and F). Two K tiles (K widened a page ahead) were 1-2 % slower (run D).
 // BF16: the copies land in three K tiles and two V tiles (K two pages ahead, V as soon as
 // page j-2's P V released its tile); with one K + V stage pair per page, page j+1's copy
 // waited for page j-1's release and BF16 ran at 0.88-1.04x of the serial kernel (H200,
