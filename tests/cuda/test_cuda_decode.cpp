@@ -326,6 +326,58 @@ TEST(CudaDecode, SingleSplitLargeBatch) {
   }
 }
 
+/// A HostTensor copied into pinned, mapped host memory and viewed as a CUDA tensor (UVA):
+/// kernels read it over the host link, so each page copy lands microseconds late.
+class HostMappedTensor {
+ public:
+  explicit HostMappedTensor(const HostTensor& h) : bytes_(h.bytes()) {
+    EXPECT_EQ(cudaHostAlloc(&ptr_, bytes_ ? bytes_ : 16, cudaHostAllocMapped), cudaSuccess);
+    if (bytes_ != 0) std::memcpy(ptr_, h.view().data, bytes_);
+    void* dev = nullptr;
+    EXPECT_EQ(cudaHostGetDevicePointer(&dev, ptr_, 0), cudaSuccess);
+    view_ = h.view();
+    view_.data = dev;
+    view_.device = Device::cuda;
+  }
+  ~HostMappedTensor() { cudaFreeHost(ptr_); }
+  HostMappedTensor(const HostMappedTensor&) = delete;
+  HostMappedTensor& operator=(const HostMappedTensor&) = delete;
+  const TensorView& view() const { return view_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  TensorView view_;
+};
+
+// Late page copies: the K/V caches (and the NVFP4 block scales) in host memory, so a
+// kernel that reads a stage before its copy completed (a wrong cp.async group count or
+// barrier) reads stale bytes. 12 requests x 4 KV heads take 3 splits on 132 SMs: about
+// 6 pages per split, so the pipelines run past their prologue. Every format and kernel.
+TEST(CudaDecode, PageCopiesLandingLate) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 950;
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.format = f;
+    c.batch = 12;
+    c.q_per_req = 8;
+    c.seed = seed++;
+    for (int b = 0; b < c.batch; ++b) c.seq_lens.push_back(2048 + 331 * b);
+    const Inputs in = make_inputs(c);
+    const Result cpu = run_cpu(c, in);
+    const HostMappedTensor hk(in.k), hv(in.v), hks(in.k_scale), hvs(in.v_scale);
+    for (const char* kernel : kKernels) {
+      ScopedDecodeKernel force(kernel);
+      const Result r = run_gpu(c, in, [&](DecodeRunArgs& a) {
+        a.kv = cache_of(c, in, hk.view(), hv.view(), hks.view(), hvs.view());
+        if (c.format != KvFormat::nvfp4) a.kv.k.block_scale = a.kv.v.block_scale = TensorView{};
+      });
+      expect_close(r, cpu, f != KvFormat::bf16, name_of(c) + " (caches in host memory), kernel " + kernel);
+    }
+  }
+}
+
 TEST(CudaDecode, SwizzledNvfp4VScales) {
   REQUIRE_GPU();
   Case c;
