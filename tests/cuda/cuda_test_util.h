@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -42,6 +43,31 @@ class DeviceTensor {
     ASSERT_EQ(cudaMemcpy(h.view().data, ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
   }
   void poison() { ASSERT_EQ(cudaMemset(ptr_, 0xff, bytes_), cudaSuccess); }
+  const TensorView& view() const { return view_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  TensorView view_;
+};
+
+/// A HostTensor copied into pinned, mapped host memory and viewed as a CUDA tensor (UVA):
+/// kernels read it over the host link, so each page copy lands microseconds late (the
+/// GPU tests' PageCopiesLandingLate cases).
+class HostMappedTensor {
+ public:
+  explicit HostMappedTensor(const HostTensor& h) : bytes_(h.bytes()) {
+    EXPECT_EQ(cudaHostAlloc(&ptr_, bytes_ ? bytes_ : 16, cudaHostAllocMapped), cudaSuccess);
+    if (bytes_ != 0) std::memcpy(ptr_, h.view().data, bytes_);
+    void* dev = nullptr;
+    EXPECT_EQ(cudaHostGetDevicePointer(&dev, ptr_, 0), cudaSuccess);
+    view_ = h.view();
+    view_.data = dev;
+    view_.device = Device::cuda;
+  }
+  ~HostMappedTensor() { cudaFreeHost(ptr_); }
+  HostMappedTensor(const HostMappedTensor&) = delete;
+  HostMappedTensor& operator=(const HostMappedTensor&) = delete;
   const TensorView& view() const { return view_; }
 
  private:

@@ -326,30 +326,6 @@ TEST(CudaDecode, SingleSplitLargeBatch) {
   }
 }
 
-/// A HostTensor copied into pinned, mapped host memory and viewed as a CUDA tensor (UVA):
-/// kernels read it over the host link, so each page copy lands microseconds late.
-class HostMappedTensor {
- public:
-  explicit HostMappedTensor(const HostTensor& h) : bytes_(h.bytes()) {
-    EXPECT_EQ(cudaHostAlloc(&ptr_, bytes_ ? bytes_ : 16, cudaHostAllocMapped), cudaSuccess);
-    if (bytes_ != 0) std::memcpy(ptr_, h.view().data, bytes_);
-    void* dev = nullptr;
-    EXPECT_EQ(cudaHostGetDevicePointer(&dev, ptr_, 0), cudaSuccess);
-    view_ = h.view();
-    view_.data = dev;
-    view_.device = Device::cuda;
-  }
-  ~HostMappedTensor() { cudaFreeHost(ptr_); }
-  HostMappedTensor(const HostMappedTensor&) = delete;
-  HostMappedTensor& operator=(const HostMappedTensor&) = delete;
-  const TensorView& view() const { return view_; }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-  TensorView view_;
-};
-
 // Late page copies: the K/V caches (and the NVFP4 block scales) in host memory, so a
 // kernel that reads a stage before its copy completed (a wrong cp.async group count or
 // barrier) reads stale bytes. 12 requests x 4 KV heads take 3 splits on 132 SMs: about

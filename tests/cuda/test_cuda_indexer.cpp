@@ -58,6 +58,7 @@ struct Case {
   // NVFP4 only: the codes viewed out of [pages, 128, 80] bytes and the block scales out of
   // [pages, 128, 16] (token strides 80 and 16, not the dense 64 and 8).
   bool padded = false;
+  bool host_cache = false;  // index-K cache (and NVFP4 scales) in pinned host memory: copies land late
   std::uint64_t seed = 1;
   // Adversarial E4M3 data for the FP8 scoring paths (q e4m3, K fp8 / nvfp4):
   // 1 = every value positive with exponents spread over the whole E4M3 range (large
@@ -261,9 +262,15 @@ void run_case(const Case& c) {
   DeviceTensor dq(q), dkd(kd), dbt(bt), dcu(cu), dseq(seq), dtopk(topk_gpu_store), dps(ps_gpu);
   std::unique_ptr<DeviceTensor> dks;
   if ((c.format == KvFormat::nvfp4)) dks = std::make_unique<DeviceTensor>(ks);
+  std::unique_ptr<HostMappedTensor> hkd, hks;
+  if (c.host_cache) {
+    hkd = std::make_unique<HostMappedTensor>(kd);
+    if (c.format == KvFormat::nvfp4) hks = std::make_unique<HostMappedTensor>(ks);
+  }
   IndexKCache dcache = cache;
-  dcache.data = c.format == KvFormat::nvfp4 ? narrow(dkd.view(), 64) : dkd.view();
-  if (dks) dcache.block_scale = narrow(dks->view(), 8);
+  const TensorView kd_view = hkd ? hkd->view() : dkd.view();
+  dcache.data = c.format == KvFormat::nvfp4 ? narrow(kd_view, 64) : kd_view;
+  if (dks) dcache.block_scale = narrow(hks ? hks->view() : dks->view(), 8);
   TensorView dtopk_view = dtopk.view();
   if (c.head_major) {  // storage [H, T, K] viewed as [T, H, K]
     dtopk_view.shape[0] = T;
@@ -681,6 +688,29 @@ TEST(CudaIndexer, DecodeE4m3Shapes) {
 // that each warpgroup of the E4M3 kernel (528 on 132 SMs) and each warp of the NVFP4
 // kernel scores several pages, reuses its ring slots and page-max buffers and crosses
 // request boundaries inside its range; 16, 32 and 64 score rows; unmapped pages.
+// Late page copies: the index-K cache (and NVFP4 block scales) in pinned host memory, so
+// every cp.async of a page lands microseconds late and a kernel that reads a ring slot
+// before its copy completed scores stale bytes. Decode (the E4M3 warpgroup and NVFP4
+// per-warp kernels, many pages per warp, and the BF16 general path) and prefill (every
+// index format, both query dtypes).
+TEST(CudaIndexer, PageCopiesLandingLate) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 1700;
+  for (KvFormat f : kFormats)
+    for (DType qd : kQTypes) {
+      std::vector<int> lens;
+      for (int i = 0; i < 24; ++i) lens.push_back(4000 + (i * 104729) % 12000);
+      Case d = decode_case(lens, 8, 4, f, qd);
+      d.host_cache = true;
+      d.seed = seed++;
+      run_case(d);
+      Case pf = prefill_case({300, 200}, {5000, 2000}, 4, f, qd);
+      pf.host_cache = true;
+      pf.seed = seed++;
+      run_case(pf);
+    }
+}
+
 TEST(CudaIndexer, DecodeManyPagesPerWarp) {
   REQUIRE_GPU();
   std::uint64_t seed = 1500;

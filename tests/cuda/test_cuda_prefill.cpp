@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,6 +46,7 @@ struct Case {
   int topk_k = 16;           // K of the top-k tensor [T, Hkv, K]
   int min_width = 1;         // block-table columns at least (extra ones map a spare page)
   int drop_own = 0;          // > 0: query j of each request with j % drop_own == 0 omits its own page
+  bool host_cache = false;   // K/V (and NVFP4 scales) in pinned host memory: copies land late
   std::uint64_t seed = 1;
 };
 
@@ -263,8 +265,16 @@ Result run_gpu(const Case& c, const Inputs& in, bool graph = false) {
   TensorView topk_view = in.topk_view;
   topk_view.data = topk.view().data;
   topk_view.device = Device::cuda;
-  SparseAttentionPrefillArgs a = args_of(c, in, q_view, k.view(), v.view(), ks.view(), vs.view(), topk_view,
-                                         bt.view(), cu.view(), seq.view(), out.view(), lse.view());
+  std::unique_ptr<HostMappedTensor> hk, hv, hks, hvs;
+  if (c.host_cache) {
+    hk = std::make_unique<HostMappedTensor>(in.k);
+    hv = std::make_unique<HostMappedTensor>(in.v);
+    hks = std::make_unique<HostMappedTensor>(in.ks);
+    hvs = std::make_unique<HostMappedTensor>(in.vs);
+  }
+  SparseAttentionPrefillArgs a =
+      args_of(c, in, q_view, hk ? hk->view() : k.view(), hv ? hv->view() : v.view(), hks ? hks->view() : ks.view(),
+              hvs ? hvs->view() : vs.view(), topk_view, bt.view(), cu.view(), seq.view(), out.view(), lse.view());
   if (graph) {
     cudaStream_t stream;
     EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -359,6 +369,23 @@ TEST(CudaPrefill, SingleRequestLongChunk) {
     c.hkv = 1;
     c.format = f;
     check_case(c, std::string(kv_format_name(f)) + " 16/1 2048 rows");
+  }
+}
+
+// Late page copies (caches in pinned host memory): a kernel that reads a page before its
+// copy completed reads stale bytes. Every format; two requests with cached context, so
+// the attention CTAs run several pages each.
+TEST(CudaPrefill, PageCopiesLandingLate) {
+  REQUIRE_GPU();
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4}) {
+    Case c;
+    c.reqs = {{512, 3000}, {300, 9000}};
+    c.hq = 16;
+    c.hkv = 1;
+    c.format = f;
+    c.host_cache = true;
+    c.seed = 77;
+    check_case(c, std::string(kv_format_name(f)) + " 16/1, caches in host memory");
   }
 }
 
