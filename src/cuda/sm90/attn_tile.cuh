@@ -224,19 +224,6 @@ __device__ __forceinline__ uint4 nvfp4_group_to_e4m3(uint2 in, std::uint8_t scal
   return gm::nvfp4x16_lookup(in, gm::nvfp4_lut(scale));
 }
 
-/// The 256 block-scale tables (gm::nvfp4_lut of every scale byte) as 16-byte entries
-/// {t.x, t.y, d, 0} at the shared address `lut` (4 KB), for `convert_side`'s lut. Threads
-/// tid of NTHR; the caller syncs before the reads.
-template <int NTHR>
-__device__ __forceinline__ void store_nvfp4_luts(std::uint32_t lut, int tid) {
-  for (int e = tid; e < 256; e += NTHR) {
-    const gm::Nvfp4Lut l = gm::nvfp4_lut(static_cast<std::uint32_t>(e));
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(lut + 16u * e), "r"(l.t.x), "r"(l.t.y), "r"(l.d),
-                 "r"(0u)
-                 : "memory");
-  }
-}
-
 __device__ __forceinline__ std::uint8_t nvfp4_scale(const std::uint8_t* plane, std::int64_t tok_stride, bool swz,
                                                     int t, int grp) {
   const std::int64_t so = swz ? 32 * (t / 4) + 4 * grp + (t % 4) : t * tok_stride + grp;
@@ -304,7 +291,7 @@ constexpr int kConvBatch = 4;
 /// TOK, tok0 (NVFP4 only): convert tokens [tok0, tok0 + TOK) of the page (TOK a multiple
 /// of NTHR / 8), so that several thread groups can share one side. kLut, lut (NVFP4 only):
 /// read each group's table from the 256 block-scale tables at the shared address lut
-/// (`store_nvfp4_luts`) instead of computing it.
+/// (gm::fill_nvfp4_luts) instead of computing it.
 template <int FMT, bool QK16, int SIDE, int NTHR, bool kPermK = false, int TOK = 128, bool kLut = false>
 __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* stage, std::uint8_t* conv, int valid,
                                              int tid, int tok0 = 0, std::uint32_t lut = 0) {
@@ -374,14 +361,7 @@ __device__ __forceinline__ void convert_side(const PageSrc& s, std::uint8_t* sta
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
         const int t = t0 + kS * (i0 + b);
-        gm::Nvfp4Lut lt;
-        if constexpr (kLut) {
-          const uint4 w = lds128(lut + 16u * sc[b]);
-          lt.t = make_uint2(w.x, w.y);
-          lt.d = w.z;
-        } else {
-          lt = gm::nvfp4_lut(sc[b]);
-        }
+        const gm::Nvfp4Lut lt = kLut ? gm::nvfp4_lut_entry(lds128(lut + 16u * sc[b])) : gm::nvfp4_lut(sc[b]);
         const uint4 e = gm::nvfp4x16_lookup(in[b], lt);
         if (SIDE == kSideK && !QK16) {
           sts128(tile + gm::sw128_offset(t, 16 * grp, 128), e);

@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   // producer computes its tables: at 88 registers the table reads cost a 4-byte spill,
   // for another 0-1 % (run E).
   auto lut = [&] { return gm::smem_addr(tiles + L::kTileBytes); };  // not held across the roles' split
-  if constexpr (L::kLutBytes != 0) at::store_nvfp4_luts<kThreads>(lut(), tid);
+  if constexpr (L::kLutBytes != 0) gm::fill_nvfp4_luts<kThreads>(reinterpret_cast<uint4*>(tiles + L::kTileBytes), tid);
   at::cp_async_wait<0>();  // the Q tile, before any role reads it
   at::fence_view_async_shared();
   __syncthreads();

@@ -287,6 +287,19 @@ __device__ __forceinline__ Nvfp4Lut nvfp4_lut(std::uint32_t scale) {
   return l;
 }
 
+/// The tables of all 256 block-scale bytes (nvfp4_lut) as 16-byte entries {t.x, t.y, d, 0}
+/// at `tab` (4 KB, shared memory), filled by threads tid of kThreads; the caller syncs
+/// before the reads (nvfp4_lut_entry).
+template <int kThreads>
+__device__ __forceinline__ void fill_nvfp4_luts(uint4* tab, int tid) {
+  for (int i = tid; i < 256; i += kThreads) {
+    const Nvfp4Lut l = nvfp4_lut(static_cast<std::uint32_t>(i));
+    tab[i] = make_uint4(l.t.x, l.t.y, l.d, 0u);
+  }
+}
+/// One entry of fill_nvfp4_luts' tables as the table nvfp4x8_lookup reads.
+__device__ __forceinline__ Nvfp4Lut nvfp4_lut_entry(uint4 e) { return Nvfp4Lut{make_uint2(e.x, e.y), e.z}; }
+
 /// Eight e2m1 codes (code j in bits 4j..4j+3 of w) -> eight E4M3 bytes, byte j of lo =
 /// code j, byte j of hi = code 4 + j, each E4M3_sat(e2m1 x scale) = table byte with bit 7
 /// flipped by the code's sign (saturating RNE is symmetric; a negative scale is already in

@@ -735,8 +735,7 @@ __device__ __forceinline__ void dec_row_words(const std::uint8_t* slot, int t, i
     const std::uint32_t cw[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // block scale of dims 32q + 16 half ..
-      const uint4 e = nv_tab[sc[half]];
-      const g::Nvfp4Lut tab{make_uint2(e.x, e.y), e.z};
+      const g::Nvfp4Lut tab = g::nvfp4_lut_entry(nv_tab[sc[half]]);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         // 8 codes = dims 32q + 16 half + 8i ..
@@ -797,16 +796,6 @@ __device__ __forceinline__ int dec_history_pages(const IndexerParams& p, int b, 
 
 // Shared pieces of the two decode scoring kernels (decode_score_kernel,
 // decode_score_wg_kernel).
-
-// NVFP4: the 8 E4M3 magnitudes of every block-scale byte as {t.x, t.y, d, 0}
-// (g::nvfp4_lut), filled by the CTA's threads; covered by dec_page_prefix's barrier.
-template <int kThreads>
-__device__ __forceinline__ void dec_fill_nv_table(uint4* tab, int tid) {
-  for (int i = tid; i < 256; i += kThreads) {
-    const g::Nvfp4Lut l = g::nvfp4_lut(static_cast<std::uint32_t>(i));
-    tab[i] = make_uint4(l.t.x, l.t.y, l.d, 0u);
-  }
-}
 
 // pre[b] = history pages of requests before b (exclusive prefix), pre[B] = all of them.
 // Each thread counts a contiguous run of requests; ends with a CTA barrier.
@@ -924,7 +913,7 @@ __global__ void __launch_bounds__(32 * dec_warps<NT>(), dec_ctas_per_sm<NT>())
   // NVFP4: the 8 E4M3 magnitudes of every block-scale byte (covered by the scan's barrier).
   __shared__ uint4 nv_tab_s[kNv ? 256 : 1];
   const uint4* nv_tab = nv_tab_s;
-  if constexpr (kNv) dec_fill_nv_table<kThreadsD>(nv_tab_s, tid);
+  if constexpr (kNv) g::fill_nvfp4_luts<kThreadsD>(nv_tab_s, tid);  // covered by dec_page_prefix's barrier
   dec_page_prefix<kThreadsD>(p, pre, tid);  // 1. page prefix over the requests
   const long long P = pre[B];
   const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
@@ -1170,7 +1159,7 @@ __global__ void __launch_bounds__(128 * decwg_groups<NT, kQ8>(), 1)
   // kQ8: the 8 E4M3 magnitudes of every block-scale byte (covered by the scan's barrier).
   __shared__ uint4 nv_tab_s[kQ8 ? 256 : 1];
   const uint4* nv_tab = nv_tab_s;
-  if constexpr (kQ8) dec_fill_nv_table<kThreadsD>(nv_tab_s, tid);
+  if constexpr (kQ8) g::fill_nvfp4_luts<kThreadsD>(nv_tab_s, tid);  // covered by dec_page_prefix's barrier
   dec_page_prefix<kThreadsD>(p, pre, tid);
   const long long P = pre[B];
   const int warp = tid / 32, l = tid % 32, q = l & 3, r = l >> 2;
