@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
           "             [--q N (queries per request; case names keep the suite's _q8)] [--cases id,id]\n"
           "             [--calls 120] [--reps 20] [--csv FILE] [--data random|constant]\n"
           "Decode attention per call inside a CUDA graph over rotated inputs (cold L2); needs a GPU.\n"
-          "Hooks: FLASHMSA_DECODE_KERNEL=warp_mma|warp_mma_dsplit|tile, FLASHMSA_DECODE_SPLITS=N, FLASHMSA_DECODE_MERGE=combine.\n");
+          "Hooks: FLASHMSA_DECODE_KERNEL=warp_mma|warp_mma_dsplit|tile, FLASHMSA_DECODE_SPLITS=N, FLASHMSA_DECODE_MERGE=combine (warp-MMA kernel).\n");
       return 0;
     } else {
       std::fprintf(stderr, "unknown option %s (try --help)\n", a.c_str());

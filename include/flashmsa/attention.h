@@ -113,9 +113,9 @@ class SparseDecodePlan {
   /// Validates (can_implement) and sizes the workspace for `args`. On CUDA it chooses
   /// the kernel and the split-KV factor from the SM count and, unless the splits merge
   /// in a thread-block cluster (warp-MMA kernel; no workspace then), allocates the split
-  /// partials and merge counters with cudaMalloc and zeroes them (a synchronising
-  /// memset: call it outside graph capture). Runs of one plan share this workspace: do not overlap them (one plan
-  /// per stream). Errors: those of can_implement, InvalidArgument when no CUDA device is
+  /// partials (f32 O and LSE per (query row, head, split)) with cudaMalloc: call it
+  /// outside graph capture. Runs of one plan share this workspace: do not overlap them
+  /// (one plan per stream). Errors: those of can_implement, InvalidArgument when no CUDA device is
   /// usable, Internal when the allocation fails.
   Status plan(const DecodePlanArgs& args);
   /// Runs one layer. All tensors must be on the planned device. On CUDA it launches on

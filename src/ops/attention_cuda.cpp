@@ -129,7 +129,7 @@ Status SparseDecodePlan::plan_cuda() {
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
                    clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_, dsplit);
   const std::int64_t floats =
-      cluster_merge_ ? 0 : cuda::decode_workspace_floats(rows, args_.num_q_heads, args_.num_kv_heads, per_cta, num_splits_);
+      cluster_merge_ ? 0 : cuda::decode_workspace_floats(rows, args_.num_q_heads, num_splits_);
   if (floats > 0) {
     device_workspace_bytes_ = static_cast<std::size_t>(floats) * sizeof(float);
     if (int err = cuda::device_malloc(&device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
@@ -137,12 +137,6 @@ Status SparseDecodePlan::plan_cuda() {
       device_workspace_bytes_ = 0;
       return Status::Internal(op, "workspace allocation of " + std::to_string(floats * 4) +
                                       " bytes failed: " + cuda::error_string(err));
-    }
-    // The split counters must start at zero (the kernel leaves them at zero); zeroing the
-    // workspace once here keeps run() free of memsets.
-    if (int err = cuda::device_zero(device_workspace_, static_cast<std::int64_t>(device_workspace_bytes_))) {
-      release();
-      return Status::Internal(op, std::string("zeroing the workspace failed: ") + cuda::error_string(err));
     }
   }
   return Status::Ok();
@@ -220,7 +214,6 @@ Status SparseDecodePlan::run_cuda(const DecodeRunArgs& a) {
     const std::int64_t slots = static_cast<std::int64_t>(p.num_rows) * p.num_q_heads * num_splits_;
     p.o_partial = static_cast<float*>(device_workspace_);
     p.lse_partial = p.o_partial + slots * 128;
-    p.split_counters = reinterpret_cast<int*>(p.lse_partial + slots);
   }
   p.dims_split = std::strcmp(kernel_, "warp_mma_dsplit") == 0;
   p.serial_tile = std::strcmp(kernel_, "tile_serial") == 0;

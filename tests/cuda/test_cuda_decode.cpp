@@ -571,11 +571,14 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
   using cuda::choose_num_splits;
   EXPECT_EQ(choose_num_splits(1, 1, 4, 132), 16);    // b1 Q1: 4 CTAs x 16 = 64 <= 132
   EXPECT_EQ(choose_num_splits(2, 1, 4, 132), 16);    // b2: 8 x 16 = 128
-  EXPECT_EQ(choose_num_splits(3, 1, 4, 132), 8);     // b3: 12 x 16 > 132, ceil(132/12) = 11 -> 8
+  EXPECT_EQ(choose_num_splits(3, 1, 4, 132), 8);     // b3: 12 x 16 > 132, 132/12 = 11 -> 8
   EXPECT_EQ(choose_num_splits(4, 1, 4, 132), 8);     // b4: 16 CTAs
-  EXPECT_EQ(choose_num_splits(20, 1, 4, 132), 2);    // 80 CTAs
+  EXPECT_EQ(choose_num_splits(10, 1, 4, 132), 3);    // 40 CTAs: 3 x 40 = 120 fit one wave
+  EXPECT_EQ(choose_num_splits(16, 1, 4, 132), 2);    // 64 CTAs
+  EXPECT_EQ(choose_num_splits(20, 1, 4, 132), 1);    // 80 CTAs: 2 splits would take 2 waves
   EXPECT_EQ(choose_num_splits(40, 1, 4, 132), 1);    // 160 CTAs
-  EXPECT_EQ(choose_num_splits(256, 8, 4, 132), 2);   // b32 Q8
+  EXPECT_EQ(choose_num_splits(64, 8, 4, 132), 4);    // b8 Q8: 32 CTAs x 4 = 128
+  EXPECT_EQ(choose_num_splits(256, 8, 4, 132), 1);   // b32 Q8: 128 CTAs fill one wave
   EXPECT_EQ(choose_num_splits(1024, 8, 4, 132), 1);  // b128 Q8
   EXPECT_EQ(choose_num_splits(1, 1, 1, 8), 8);       // few SMs: 16 x 1 > 8
   // Kernel choice: warp-MMA while query rows x KV heads <= SMs or at Q 1, with the
@@ -599,9 +602,9 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
                        Want{4, 8, 64, 4, true, 1, 1},    // 128 row CTAs: one wave
                        Want{128, 1, 64, 4, true, 1, 1},  // 512 row CTAs, tile M = 16
                        Want{128, 1, 16, 1, true, 1, 1},  // 128 row CTAs
-                       Want{8, 8, 64, 4, false, 8, 5},   // 256 row CTAs, tile M = 128
+                       Want{8, 8, 64, 4, false, 8, 4},   // 256 row CTAs, tile M = 128: 32 x 4
                        Want{64, 4, 16, 4, false, 4, 1},  // 1024 row CTAs, Q 4: tile (M = 16)
-                       Want{32, 8, 64, 4, false, 8, 2}}) {
+                       Want{32, 8, 64, 4, false, 8, 1}}) {
     const cuda::DecodeSchedule s = cuda::choose_decode_schedule(w.batch, w.q, w.hq, w.hkv, 132, true);
     EXPECT_EQ(s.warp_mma, w.warp_mma) << w.batch << "x" << w.q;
     // Dims split (BF16): one or two pages per split CTA.
@@ -611,11 +614,10 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
     EXPECT_EQ(s.queries_per_cta, w.per_cta) << w.batch << "x" << w.q;
     EXPECT_EQ(s.num_splits, w.splits) << w.batch << "x" << w.q;
   }
-  // o_partial + lse_partial (129 words per (row, head, split)) + one counter per
-  // (query block, KV head); nothing for one split.
-  EXPECT_EQ(cuda::decode_workspace_floats(1, 64, 4, 1, 16), 64 * 16 * 129 + 4);
-  EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 4, 8, 2), 24 * 64 * 2 * 129 + 3 * 4);
-  EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 4, 8, 1), 0);
+  // o_partial + lse_partial: 129 words per (row, head, split); nothing for one split.
+  EXPECT_EQ(cuda::decode_workspace_floats(1, 64, 16), 64 * 16 * 129);
+  EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 2), 24 * 64 * 2 * 129);
+  EXPECT_EQ(cuda::decode_workspace_floats(24, 64, 1), 0);
 }
 
 TEST(CudaDecode, WarpMmaClusterCapacity) {
@@ -632,10 +634,9 @@ TEST(CudaDecode, SixteenSplitsSmallBatches) {
   REQUIRE_GPU();
   // At most 8 CTAs per split (query blocks x KV heads): plan() picks 16 splits, one page
   // each for a full top-16 row, when 16 x the CTAs fit the SMs (all of these on the
-  // H200's 132). With 16 tile rows or fewer the last CTA of each (query block, KV head)
-  // merges the 16 partials in the attention kernel; the Q 4 and Q 8 shapes (64 and 128
-  // tile rows) go to the combine kernel. Issue 8's latency case first; short rows leave
-  // most splits empty; request 0 of the Q 4 shape is padding (every split empty, D5).
+  // H200's 132); the combine kernel merges the 16 partials. Issue 8's latency case
+  // first; short rows leave most splits empty; request 0 of the Q 4 shape is padding
+  // (every split empty, D5).
   struct Shape {
     int batch, q, hq, hkv;
     std::vector<std::int32_t> lens;
@@ -681,22 +682,20 @@ TEST(CudaDecode, SixteenSplitsSmallBatches) {
 
 TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
   REQUIRE_GPU();
-  // B 1, Q 1, 4K (16 splits on the H200: the combine kernel merges) and B 32, Q 4, 4K
-  // (2 splits: the attention kernel's last CTA merges). One plan runs 3 times on a
-  // stream, then a captured run is replayed 8 times: with the folded merge each launch
-  // must leave the split counters at zero (else no CTA finds itself last and the
-  // poisoned output stays), and every launch must give the same bits whichever CTA of a
-  // (query block, KV head) arrives last (D9). Then new lengths and top-k, updated in
+  // B 1, Q 1, 4K (16 splits on the H200) and B 8, Q 8, 4K (4 splits of the tile kernel's
+  // 32 CTAs on the H200), both merged by the combine kernel. One plan runs 3 times on a
+  // stream, then a captured run is replayed 8 times: every launch must give the same bits
+  // (D9) and overwrite the poisoned output. Then new lengths and top-k, updated in
   // place: the replays match the CPU.
   // The automatic choice runs b1 Q1 on the dims-split warp-MMA kernel (16 splits) and
-  // b32 Q4 on the tile kernel; b1 Q1 also runs forced onto the tile kernel (both forms)
-  // and onto the token-split warp-MMA kernel, b32 Q4 onto the serial tile kernel.
+  // b8 Q8 on the tile kernel; b1 Q1 also runs forced onto the tile kernel (both forms)
+  // and onto the token-split warp-MMA kernel, b8 Q8 onto the serial tile kernel.
   struct Shape {
     int batch, q, splits;
     const char* kernel;  // nullptr: the plan's own choice
   };
   for (const Shape sh : {Shape{1, 1, 16, nullptr}, Shape{1, 1, 16, "tile"}, Shape{1, 1, 16, "tile_serial"},
-                         Shape{1, 1, 16, "warp_mma"}, Shape{32, 4, 2, nullptr}, Shape{32, 4, 2, "tile_serial"}})
+                         Shape{1, 1, 16, "warp_mma"}, Shape{8, 8, 4, nullptr}, Shape{8, 8, 4, "tile_serial"}})
   for (KvFormat f : {KvFormat::bf16, KvFormat::fp8}) {
     std::unique_ptr<ScopedDecodeKernel> force;
     if (sh.kernel != nullptr) force = std::make_unique<ScopedDecodeKernel>(sh.kernel);
@@ -721,10 +720,10 @@ TEST(CudaDecode, SixteenSplitsRepeatedRunsAndGraphReplays) {
     SparseDecodePlan plan;
     ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
     // The split count the shape is meant to exercise (choose_num_splits): 16 for b1 on
-    // any GPU with >= 64 SMs, 2 for the 128 CTAs of b32 on 129..256 SMs (the H200: 132).
+    // any GPU with >= 64 SMs, 4 for the 32 CTAs of b8 Q8 on 128..159 SMs (the H200: 132).
     const int sms = device_sms();
-    if (sh.batch == 1 ? sms >= 64 : (sms > 128 && sms <= 256)) EXPECT_EQ(plan.num_splits(), sh.splits);
-    if (sh.kernel == nullptr && sms >= 64 && sms <= 256)
+    if (sh.batch == 1 ? sms >= 64 : (sms >= 128 && sms < 160)) EXPECT_EQ(plan.num_splits(), sh.splits);
+    if (sh.kernel == nullptr && sms >= 64 && sms < 256)
       EXPECT_STREQ(plan.kernel(), sh.batch == 1 ? "warp_mma_dsplit" : "tile");
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);

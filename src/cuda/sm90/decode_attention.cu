@@ -25,14 +25,6 @@ namespace gm = ::flashmsa::cuda::sm90::gmma;
 using decode_tile::kMaxSplits;
 using decode_tile::kMaxTopkEntries;
 namespace dt = decode_tile;
-// Largest (tile rows x splits) whose merge the attention kernel's last CTA does itself:
-// 256 x 516 bytes of partials = 132 KB read from L2 by one SM (e.g. Q 8 x 16 heads per
-// KV head with 2 splits). Larger merges go to the combine kernel.
-constexpr int kFoldMaxRowSplits = 256;
-// ... and only up to this many splits: on the H200, b1 Q1 4K (16 splits) took 17.2 us
-// folded and 14.9 us with the combine kernel, while b32 Q8 10K (2 splits) gained with
-// the fold (130 vs 135 us, BF16).
-constexpr int kFoldMaxSplits = 4;
 // choose_decode_schedule: the warp-MMA kernel when its one-row CTAs fit one wave
 // (rows x KV heads <= SMs), or at Q 1 (the tile kernel's M tile is then the G <= 16 heads
 // of one query, at most 16 of its 128 rows). At Q > 1 the tile kernel loads a request's
@@ -116,7 +108,7 @@ struct QTileLoad {
 // cross-warpgroup merge. FMT selects the page format; the FP8 formats take an E4M3 query.
 template <int FMT, bool QK16, int ROWS>
 __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
-    sparse_attention_kernel(const DecodeParams p, bool fold_merge) {
+    sparse_attention_kernel(const DecodeParams p) {
   using L = Layout<FMT, QK16, ROWS>;
   using Page = typename L::Page;
   constexpr bool FP8P = FMT != kBf16;
@@ -195,8 +187,6 @@ __global__ void __launch_bounds__(Layout<FMT, QK16, ROWS>::kThreads, 1)
 
   at::cp_async_wait<0>();
   dt::store_rows<FP8P>(p, o, m, l, q0, g, G, wg_row0, warp, lane, nrows, split);
-  if (p.num_splits == 1 || !fold_merge) return;
-  dt::fold_merge<kThreads>(p, u, tid, q0, nrows, g, G, [] { __syncthreads(); });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -271,16 +261,16 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "setmaxnreg: 6
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// Barrier ids: 0 is __syncthreads; 1 the producer warpgroup; 2 the consumers; 3 and 4
-// the consumer warpgroups' turns (ping-pong).
-constexpr int kProducerBar = 1, kConsumerBar = 2, kTurnBar = 3;
+// Barrier ids: 0 is __syncthreads; 1 the producer warpgroup; 3 and 4 the consumer
+// warpgroups' turns (ping-pong).
+constexpr int kProducerBar = 1, kTurnBar = 3;
 #ifndef FLASHMSA_DECODE_PINGPONG
 #define FLASHMSA_DECODE_PINGPONG 1
 #endif
 
 template <int FMT, int ROWS>
 __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
-    sparse_attention_ws_kernel(const DecodeParams p, bool fold_merge) {
+    sparse_attention_ws_kernel(const DecodeParams p) {
   using L = WsLayout<FMT, ROWS>;
   using Page = typename L::Page;
   constexpr bool QK16 = L::kQK16;
@@ -587,8 +577,6 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
     pv_done(n - 1);
   }
   dt::store_rows<FP8P>(p, o, m, l, q0, g, G, row0, warp, lane, nrows, split);
-  if (p.num_splits == 1 || !fold_merge) return;
-  dt::fold_merge<kCons>(p, u, ctid, q0, nrows, g, G, [] { named_sync(kConsumerBar, kCons); });
 }
 
 // Split merge as a kernel of its own, for launches whose per-tile merge is too big for one
@@ -600,18 +588,6 @@ __global__ void __launch_bounds__(128) sparse_attention_combine(const DecodePara
   const long long pairs = static_cast<long long>(p.num_rows) * p.num_q_heads;
   const int n = static_cast<int>(min(static_cast<long long>(kCombinePairs), pairs - first));
   dt::merge_splits<128>(p, n * 32, threadIdx.x, [&](int r) { return first + r; });
-}
-
-// Benchmark hook FLASHMSA_DECODE_MERGE=combine: every split merge in the combine kernel
-// (to compare with the folded merge); logged once.
-bool merge_in_combine_kernel() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLASHMSA_DECODE_MERGE");
-    const bool combine = v != nullptr && std::strcmp(v, "combine") == 0;
-    if (combine) std::fprintf(stderr, "flashmsa: FLASHMSA_DECODE_MERGE=combine: split merges in the combine kernel\n");
-    return combine;
-  }();
-  return on;
 }
 
 // Launches one tile kernel (`kernel`, kThreads threads, smem bytes of dynamic shared
@@ -631,17 +607,15 @@ cudaError_t launch_tile_kernel(Kernel kernel, int threads, int smem, const Decod
   }
   const long long nqb = (static_cast<long long>(p.num_rows) + p.queries_per_cta - 1) / p.queries_per_cta;
   dim3 grid(static_cast<unsigned>(nqb * p.num_kv_heads), p.num_splits);
-  // Split merge: folded into the attention kernel (the last CTA of each (query block, KV
-  // head) merges its tile) unless that CTA would read more than kFoldMaxRowSplits
-  // (tile row, split) partials (516 bytes each, from L2 on one SM); then the combine
-  // kernel spreads the merge over the GPU.
-  const bool fold = p.num_splits <= kFoldMaxSplits &&
-                    p.queries_per_cta * (p.num_q_heads / p.num_kv_heads) * p.num_splits <= kFoldMaxRowSplits &&
-                    !merge_in_combine_kernel();
+  // Splits are merged by the combine kernel. Until session 34 the last CTA of each (query
+  // block, KV head) merged its tile rows itself when tile rows x splits <= 256; on the
+  // H200 that fold cost 5-15 us more per call than the combine kernel in every measured
+  // shape (its merge ran on one SM after the CTA's own pages; FP8, Q 8, 24-512 CTAs,
+  // 2-5 splits, session 34 run E, docs/decode-design.md).
   // Both kernels are programmatic dependents of their predecessor (pdl.cuh): their launch
   // overlaps the previous kernel's tail.
-  cudaError_t err = sm90::launch_pdl(kernel, grid, dim3(threads), smem, stream, true, p, fold);
-  if (err != cudaSuccess || p.num_splits == 1 || fold) return err;
+  cudaError_t err = sm90::launch_pdl(kernel, grid, dim3(threads), smem, stream, true, p);
+  if (err != cudaSuccess || p.num_splits == 1) return err;
   return static_cast<cudaError_t>(launch_split_combine(p, stream));
 }
 
@@ -701,7 +675,7 @@ int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3
   if (p.queries_per_cta < 1 || p.queries_per_cta > 32 || p.queries_per_cta * G > 128)
     return cudaErrorInvalidValue;
   if (p.num_splits < 1 || p.num_splits > kMaxSplits ||
-      (p.num_splits > 1 && (p.o_partial == nullptr || p.lse_partial == nullptr || p.split_counters == nullptr)))
+      (p.num_splits > 1 && (p.o_partial == nullptr || p.lse_partial == nullptr)))
     return cudaErrorInvalidValue;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (kv_format) {
@@ -720,7 +694,7 @@ int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads,
   const long long ctas = (num_rows + queries_per_cta - 1) / queries_per_cta * num_kv_heads;
   if (ctas <= 0) return 1;
   if (ctas * kMaxSplits <= num_sms) return kMaxSplits;  // one page per CTA, still one wave
-  long long splits = (num_sms + ctas - 1) / ctas;       // one CTA per SM: fill one wave
+  long long splits = num_sms / ctas;                    // the most that fit one wave (never two)
   if (splits < 1) splits = 1;
   if (splits > 8) splits = 8;  // >= 2 pages per split for a full top-16 row
   return static_cast<int>(splits);
@@ -770,23 +744,15 @@ DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int nu
   return s;
 }
 
-std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_kv_heads, int queries_per_cta,
-                                     int num_splits) {
+std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits) {
   if (num_splits <= 1) return 0;
-  const std::int64_t nqb = (static_cast<std::int64_t>(num_rows) + queries_per_cta - 1) / queries_per_cta;
-  return static_cast<std::int64_t>(num_rows) * num_q_heads * num_splits * 129  // o_partial, lse_partial
-         + nqb * num_kv_heads;                                                 // split counters (i32)
+  return static_cast<std::int64_t>(num_rows) * num_q_heads * num_splits * 129;  // o_partial, lse_partial
 }
 
 int device_malloc(void** ptr, std::int64_t bytes) {
   return cudaMalloc(ptr, static_cast<size_t>(bytes));
 }
 int device_free(void* ptr) { return ptr ? cudaFree(ptr) : 0; }
-int device_zero(void* ptr, std::int64_t bytes) {
-  // cudaMemset runs on the default stream, which non-blocking streams do not wait for.
-  const cudaError_t e = cudaMemset(ptr, 0, static_cast<size_t>(bytes));
-  return e != cudaSuccess ? e : cudaStreamSynchronize(nullptr);
-}
 int device_ordinal(int* ordinal) { return cudaGetDevice(ordinal); }
 int device_sm_count(int* count) {
   int dev = 0;

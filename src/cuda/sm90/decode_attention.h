@@ -10,10 +10,8 @@
 // Warpgroup w owns tile rows [64w, 64w+64) and all 128 tokens of a page: S = Q K^T and
 // O = P V with wgmma, online softmax per row, a row masked where its query did not
 // select the page or beyond its causal limit. With several splits every CTA writes its
-// (O, LSE) partial to the workspace and counts itself in on a per-(query block, KV head)
-// counter; the last CTA to arrive merges the splits of its tile rows. Only when that
-// merge would be too big for one CTA (tile rows x splits > 256) does a combine kernel
-// merge instead (decode_attention.cu, kFoldMaxRowSplits).
+// (O, LSE) partial to the workspace and the combine kernel merges them (session 34: the
+// former merge by the last CTA of each tile was slower in every measured shape).
 // By default a warp-specialised form runs (sparse_attention_ws_kernel): a producer
 // warpgroup copies the pages (and widens E4M3 / NVFP4 into F16 tiles) behind mbarriers,
 // and each consumer warpgroup issues page j's Q K^T before page j-1's P V. The serial
@@ -75,12 +73,9 @@ struct DecodeParams {
   // 4-byte words, in this order:
   //   o_partial      f32 [rows, Hq, splits, 128]  per-split O, normalised by its own sum
   //   lse_partial    f32 [rows, Hq, splits]       per-split LSE (-inf: split saw nothing)
-  //   split_counters i32 [nqb * Hkv]              arrivals per (query block, KV head), in
-  //                                               blockIdx.x order; zero between launches
-  // nqb = ceil(rows / queries_per_cta). The counters are zeroed once when the workspace
-  // is allocated; the last CTA of each (query block, KV head) wraps its counter back to 0
-  // (atomicInc), so every launch and graph replay starts from zero. Launches that share
-  // a workspace must not overlap (one plan per stream).
+  // Every split CTA writes all of its slots in every launch (no zeroing needed) and the
+  // combine kernel reads them. Launches that share a workspace must not overlap (one plan
+  // per stream).
   int num_splits = 1;
   // Warp-MMA kernel only: merge the splits inside a thread-block cluster of the split
   // CTAs (distributed shared memory) instead of o_partial / lse_partial and the combine
@@ -95,7 +90,6 @@ struct DecodeParams {
   bool serial_tile = false;
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
-  int* split_counters = nullptr;
 };
 
 /// Query rows per CTA: decode keeps a request's Q drafts together when their Q*G rows
@@ -111,11 +105,16 @@ int launch_sparse_attention(const DecodeParams& p, int kv_format, bool q_is_e4m3
 /// reduced-precision accumulation); by default it runs on exact F16 images (spec D7).
 bool fp8_qk_on_e4m3_mma();
 
-/// Split count heuristic (ctas = query blocks x KV heads, one CTA per SM in one wave):
-/// 16 splits (one page each for a full top-16 row) when ctas * 16 <= num_sms; otherwise
-/// ceil(num_sms / ctas) capped at 8, so every split keeps >= 2 pages of a top-16 row
-/// (between 9 and 15 splits a 16-page row would still need 2 pages per split, leaving
-/// CTAs idle). 1 when the grid already fills the SMs.
+/// Split count heuristic of the tile kernel (ctas = query blocks x KV heads, one CTA per
+/// SM): 16 splits (one page each for a full top-16 row) when ctas * 16 <= num_sms;
+/// otherwise the most splits whose CTAs fit one wave, floor(num_sms / ctas), capped at 8
+/// so that every split keeps >= 2 pages of a top-16 row; 1 when ctas > num_sms / 2. A
+/// grid never spills into a second wave: each CTA pays a fixed cost (page union, Q tile,
+/// pipeline fill and drain) of several microseconds, and a second wave pays it again.
+/// H200, session 34 (runs D and E, FP8, Q 8, 24-512 CTAs of 64 and 128 tile rows, splits
+/// 1-8 forced): this rule was the fastest or within 3 % of it in all 41 shapes; the
+/// previous rule, ceil(num_sms / ctas), ran b32 Q8 at 64/4 heads (128 CTAs) with 2 splits
+/// in 2 waves, 1.15-2.0x slower than 1 split.
 int choose_num_splits(long long num_rows, int queries_per_cta, int num_kv_heads, int num_sms);
 
 /// Which decode kernel a plan runs, with its tiling (choose_decode_schedule).
@@ -171,15 +170,12 @@ int warp_mma_cluster_capacity(int kv_format, int num_splits, bool dims_split = f
 int launch_split_combine(const DecodeParams& p, void* stream);
 
 /// Workspace 4-byte words for the given shape and split count (0 when splits == 1):
-/// o_partial, lse_partial and the split counters (layout at DecodeParams::o_partial).
-std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_kv_heads, int queries_per_cta,
-                                     int num_splits);
+/// o_partial and lse_partial (layout at DecodeParams::o_partial).
+std::int64_t decode_workspace_floats(int num_rows, int num_q_heads, int num_splits);
 
 /// Device helpers used by the plan (return cudaError_t values).
 int device_malloc(void** ptr, std::int64_t bytes);
 int device_free(void* ptr);
-/// Zeroes `bytes` at `ptr` and waits for it (plan time only: it synchronises).
-int device_zero(void* ptr, std::int64_t bytes);
 int device_sm_count(int* count);
 int device_ordinal(int* ordinal);
 const char* error_string(int err);

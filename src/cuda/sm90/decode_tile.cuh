@@ -80,7 +80,6 @@ struct UnionSmem {
   int qb[32];                   // request of query row q0 + j
   long long qpos[32];           // its position (-1 and below: a padding row)
   int count;                    // union pages
-  int last;                     // split merge: this CTA arrived last
 };
 
 /// Builds `u` for query rows [q0, q0 + nq) and KV head g, with all kThreads threads of
@@ -456,32 +455,6 @@ __device__ __forceinline__ void store_rows(const DecodeParams& p, const float (&
       if ((lane & 3) == 0) p.lse_partial[slot] = lse_v;
     }
   }
-}
-
-/// Split merge folded into the attention kernel, by the kThreads threads that stored the
-/// partials (index tid; `sync()` is their barrier), with the synchronisation of
-/// cooperative groups' grid sync (sm_70+): the barrier orders every thread's partial
-/// stores before thread 0's release-acquire atomic on the counter of this (query block,
-/// KV head); release publishes this CTA's partials, acquire makes the earlier CTAs'
-/// partials visible to the last one, and the next barrier hands them to all its threads.
-/// inc wraps at num_splits - 1 back to 0: the CTA that reads num_splits - 1 is the last,
-/// and the counter is zero again for the next launch or graph replay. The merge reads the
-/// partials from L2 (__ldcg: never a stale L1 line).
-template <int kThreads, class Sync>
-__device__ __forceinline__ void fold_merge(const DecodeParams& p, UnionSmem& u, int tid, long long q0, int nrows,
-                                           int g, int G, Sync sync) {
-  sync();
-  if (tid == 0) {
-    unsigned prev;
-    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
-                 : "=r"(prev)
-                 : "l"(p.split_counters + blockIdx.x), "r"(static_cast<unsigned>(p.num_splits - 1))
-                 : "memory");
-    u.last = prev == static_cast<unsigned>(p.num_splits - 1);
-  }
-  sync();
-  if (u.last)
-    merge_splits<kThreads>(p, nrows * 32, tid, [&](int r) { return (q0 + r / G) * p.num_q_heads + g * G + r % G; });
 }
 
 }  // namespace flashmsa::cuda::decode_tile
