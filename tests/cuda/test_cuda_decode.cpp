@@ -328,8 +328,9 @@ TEST(CudaDecode, SingleSplitLargeBatch) {
 
 // Late page copies: the K/V caches (and the NVFP4 block scales) in host memory, so a
 // kernel that reads a stage before its copy completed (a wrong cp.async group count or
-// barrier) reads stale bytes. 12 requests x 4 KV heads take 3 splits on 132 SMs: about
-// 6 pages per split, so the pipelines run past their prologue. Every format and kernel.
+// barrier) reads stale bytes. 12 requests x 4 KV heads take 2 splits on 132 SMs, each
+// with up to half of a request's 16-47 pages, so the pipelines run past their prologue.
+// Every format and kernel.
 TEST(CudaDecode, PageCopiesLandingLate) {
   REQUIRE_GPU();
   std::uint64_t seed = 950;

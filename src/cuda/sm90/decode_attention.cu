@@ -579,8 +579,9 @@ __global__ void __launch_bounds__(WsLayout<FMT, ROWS>::kThreads, 1)
   dt::store_rows<FP8P>(p, o, m, l, q0, g, G, row0, warp, lane, nrows, split);
 }
 
-// Split merge as a kernel of its own, for launches whose per-tile merge is too big for one
-// CTA (launch_rows): kCombinePairs (row, head) pairs per CTA of 128 threads (one pass).
+// Split merge as a kernel of its own, after every tile-kernel launch with splits (and the
+// warp-MMA kernel's without a cluster merge): kCombinePairs (row, head) pairs per CTA of
+// 128 threads (one pass).
 constexpr int kCombinePairs = 8;
 __global__ void __launch_bounds__(128) sparse_attention_combine(const DecodeParams p) {
   sm90::pdl_wait();  // the attention grid's partials (pdl.cuh)

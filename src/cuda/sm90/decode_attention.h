@@ -108,9 +108,10 @@ bool fp8_qk_on_e4m3_mma();
 /// Split count heuristic of the tile kernel (ctas = query blocks x KV heads, one CTA per
 /// SM): 16 splits (one page each for a full top-16 row) when ctas * 16 <= num_sms;
 /// otherwise the most splits whose CTAs fit one wave, floor(num_sms / ctas), capped at 8
-/// so that every split keeps >= 2 pages of a top-16 row; 1 when ctas > num_sms / 2. A
-/// grid never spills into a second wave: each CTA pays a fixed cost (page union, Q tile,
-/// pipeline fill and drain) of several microseconds, and a second wave pays it again.
+/// so that every split keeps >= 2 pages of a top-16 row; 1 when ctas > num_sms / 2.
+/// Splitting never pushes a grid into a second wave: each CTA pays a fixed cost (page
+/// union, Q tile, pipeline fill and drain) of several microseconds, and a second wave
+/// pays it again.
 /// H200, session 34 (runs D and E, FP8, Q 8, 24-512 CTAs of 64 and 128 tile rows, splits
 /// 1-8 forced): this rule was the fastest or within 3 % of it in all 41 shapes; the
 /// previous rule, ceil(num_sms / ctas), ran b32 Q8 at 64/4 heads (128 CTAs) with 2 splits
