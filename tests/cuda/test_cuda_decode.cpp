@@ -614,6 +614,8 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
     EXPECT_EQ(f.dims_split, w.warp_mma && w.splits == 16) << w.batch << "x" << w.q << " FP8 / NVFP4";
     EXPECT_EQ(s.queries_per_cta, w.per_cta) << w.batch << "x" << w.q;
     EXPECT_EQ(s.num_splits, w.splits) << w.batch << "x" << w.q;
+    // FP8 / NVFP4 on the warp-MMA kernel: 3 pages per split where BF16 takes 2 (6 splits).
+    EXPECT_EQ(f.num_splits, w.warp_mma && w.splits == 8 ? 6 : w.splits) << w.batch << "x" << w.q << " FP8 / NVFP4";
   }
   // o_partial + lse_partial: 129 words per (row, head, split); nothing for one split.
   EXPECT_EQ(cuda::decode_workspace_floats(1, 64, 16), 64 * 16 * 129);
