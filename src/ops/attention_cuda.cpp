@@ -125,6 +125,16 @@ Status SparseDecodePlan::plan_cuda() {
     num_splits_ = 8;
     dsplit = dsplit8;
   }
+  if (sched.warp_mma && num_splits_ == 8 && !dsplit && args_.kv_format != KvFormat::bf16 && !force_combine &&
+      forced_decode_splits() == 0 && clusters > cuda::warp_mma_cluster_capacity(fmt, 8, false)) {
+    // FP8 / NVFP4 (token split): 8 splits whose clusters do not all fit (the combine kernel
+    // would merge them) -> 6. H200, session 34 (docs/bench/h200-2026-12-01-s34): with 16
+    // row CTAs (16 clusters of 8 against 15 resident) 6 splits ran 1.08-1.15x faster in
+    // all 15 FP8 shapes of run H, and 1.04-1.24x (FP8 and NVFP4) over the low-latency
+    // suite in run I; with 10-14 row CTAs, whose 8-CTA clusters fit, 8 splits stay
+    // 1.08-1.18x faster than 6 (run J). BF16 keeps its 8-split dims-split variant.
+    num_splits_ = 6;
+  }
   kernel_ = sched.warp_mma ? (dsplit ? "warp_mma_dsplit" : "warp_mma") : (sched.serial_tile ? "tile_serial" : "tile");
   cluster_merge_ = sched.warp_mma && num_splits_ > 1 && !force_combine &&
                    clusters <= cuda::warp_mma_cluster_capacity(fmt, num_splits_, dsplit);

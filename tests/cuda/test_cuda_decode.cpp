@@ -614,8 +614,7 @@ TEST(CudaDecode, SplitRuleAndWorkspaceSize) {
     EXPECT_EQ(f.dims_split, w.warp_mma && w.splits == 16) << w.batch << "x" << w.q << " FP8 / NVFP4";
     EXPECT_EQ(s.queries_per_cta, w.per_cta) << w.batch << "x" << w.q;
     EXPECT_EQ(s.num_splits, w.splits) << w.batch << "x" << w.q;
-    // FP8 / NVFP4 on the warp-MMA kernel: 3 pages per split where BF16 takes 2 (6 splits).
-    EXPECT_EQ(f.num_splits, w.warp_mma && w.splits == 8 ? 6 : w.splits) << w.batch << "x" << w.q << " FP8 / NVFP4";
+    EXPECT_EQ(f.num_splits, w.splits) << w.batch << "x" << w.q << " FP8 / NVFP4";
   }
   // o_partial + lse_partial: 129 words per (row, head, split); nothing for one split.
   EXPECT_EQ(cuda::decode_workspace_floats(1, 64, 16), 64 * 16 * 129);
@@ -631,6 +630,33 @@ TEST(CudaDecode, WarpMmaClusterCapacity) {
     for (int s : {2, 4, 8, 16})
       std::printf("cluster capacity: format %d, %2d splits: %d clusters\n", f, s, cuda::warp_mma_cluster_capacity(f, s));
   EXPECT_GE(cuda::warp_mma_cluster_capacity(0, 2), 1);  // portable sizes always fit one
+}
+
+TEST(CudaDecode, WarpMmaSplitsFollowClusterCapacity) {
+  REQUIRE_GPU();
+  // FP8 / NVFP4 on the warp-MMA kernel: where the schedule gives 8 splits whose 8-CTA
+  // clusters do not all fit, plan() takes 6 (b4 Q1 64/4: 16 row CTAs, 16 clusters; the
+  // H200 holds 15); where they fit it keeps 8 (b3 Q1: 12 clusters). BF16 keeps 8 (the
+  // dims-split variant). Each plan's output matches the CPU.
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::nvfp4})
+    for (int batch : {3, 4}) {
+      Case c;
+      c.format = f;
+      c.batch = batch;
+      c.q_per_req = 1;
+      c.seq_lens.assign(batch, 4096);
+      c.pages_per_req = 64;
+      c.seed = 960 + static_cast<std::uint64_t>(batch);
+      const Inputs in = make_inputs(c);
+      SparseDecodePlan plan;
+      ASSERT_TRUE(plan.plan(plan_args(c, in, Device::cuda)).ok());
+      const int rows = batch * c.hkv;  // one CTA per (query row, KV head) and split
+      if (device_sms() >= 128 && device_sms() < 144) {  // 8 splits by the schedule
+        const bool fits = rows <= cuda::warp_mma_cluster_capacity(static_cast<int>(f), 8, false);
+        EXPECT_EQ(plan.num_splits(), f == KvFormat::bf16 || fits ? 8 : 6) << name_of(c);
+      }
+      expect_close(run_gpu(c, in), run_cpu(c, in), f != KvFormat::bf16, name_of(c) + " (warp-MMA splits)");
+    }
 }
 
 TEST(CudaDecode, SixteenSplitsSmallBatches) {

@@ -735,12 +735,7 @@ DecodeSchedule choose_decode_schedule(int batch, int queries_per_request, int nu
     s.queries_per_cta = 1;
     long long splits = row_ctas > 0 ? num_sms / row_ctas : 1;
     splits = splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
-    long long per = (kMaxTopkEntries + splits - 1) / splits;  // pages per split of a full row
-    // FP8 / NVFP4 (token split): 3 pages per split instead of 2, i.e. 6 splits instead of
-    // 8. H200, session 34 run H: with 16 row CTAs (b2 Q8 16/1, b1 Q8 32/2, b4 Q4 16/1, ...,
-    // FP8, Q 1-8) 6 splits ran 1.08-1.15x faster than 8 in all 15 shapes, and NVFP4 b2 Q8
-    // 16/1 1.06-1.25x (run B). BF16 keeps 8 (the dims-split variant; 6 was 0.98-1.15x).
-    if (per == 2 && !bf16) per = 3;
+    const long long per = (kMaxTopkEntries + splits - 1) / splits;  // pages per split of a full row
     s.num_splits = static_cast<int>((kMaxTopkEntries + per - 1) / per);  // no split left without pages
     s.dims_split = forced == 3 || (forced == 0 && warp_mma_dims_split(s.num_splits, bf16));
   } else {

@@ -134,8 +134,8 @@ struct DecodeSchedule {
 /// batch for Q 1, where the tile kernel's M tile would use at most 16 of its 128 rows
 /// (measured with 16 heads per KV head in decode_attention.cu, session 15); its split
 /// count is the largest <= 16 that fits one wave, then lowered to ceil(16 / pages per
-/// split) so that no split of a 16-page row is left without pages; FP8 / NVFP4 take 3
-/// pages per split where that gives 2 (6 splits instead of 8; session 34). The warp-MMA kernel
+/// split) so that no split of a 16-page row is left without pages (the plan then lowers
+/// 16 or 8 splits whose clusters do not all fit, SparseDecodePlan::plan). The warp-MMA kernel
 /// splits P V by head dims across its warps (dims_split) when each split CTA holds at
 /// most one page of a full row (16 splits), or two pages (8 splits) of a BF16 cache;
 /// with more pages per CTA its two CTA barriers per page cost more than the token split's
